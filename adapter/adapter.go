@@ -1,0 +1,209 @@
+// Package adapter is the one place in memstack that knows langchaingo's
+// conventions: which entry of a chain's input and output maps is the user's
+// message and which is the model's answer, how messages render into the
+// history string of a prompt, and how they become role-separated
+// llms.MessageContent for a chat model.
+//
+// Memories call the adapter and never look inside langchaingo's maps
+// themselves, so every memory type selects keys, validates and renders in
+// exactly the same way — and in the same way as langchaingo's own memories,
+// so a prompt written for langchaingo keeps working:
+//
+//   - Key selection follows langchaingo's memory.GetInputValue: a configured
+//     key must be present; with no key configured the map must hold exactly
+//     one entry. One documented extension: on the output side, with no output
+//     key configured, the agent executor's "intermediateSteps" entry (added
+//     by agents.WithReturnIntermediateSteps) is ignored, because it is never
+//     the model's answer.
+//   - Rendering is byte-for-byte llms.GetBufferString.
+//
+// Unlike langchaingo, errors name the offending key and never include the
+// map's values (which may be large or private), and both maps of a turn are
+// validated before anything is written. Every validation error wraps
+// langchaingo's memory.ErrInvalidInputValues, so code that checks for it
+// with errors.Is keeps working.
+package adapter
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/memory"
+)
+
+// Defaults shared by every memory type; they are langchaingo's.
+const (
+	DefaultMemoryKey   = "history"
+	DefaultHumanPrefix = "Human"
+	DefaultAIPrefix    = "AI"
+	// IntermediateStepsKey is the output entry the agent executor adds when
+	// it returns intermediate steps.
+	IntermediateStepsKey = "intermediateSteps"
+)
+
+// ErrInvalidValues is wrapped by every error about a chain's input or output
+// map or a message. It is langchaingo's memory.ErrInvalidInputValues.
+var ErrInvalidValues = memory.ErrInvalidInputValues
+
+// Turn validates one chain call's maps and returns the user's message and
+// the model's answer. Both maps are checked before Turn returns, so a memory
+// that writes only after Turn succeeds stores a turn whole or not at all.
+func Turn(inputs, outputs map[string]any, inputKey, outputKey string) (human, ai string, err error) {
+	human, err = InputValue(inputs, inputKey)
+	if err != nil {
+		return "", "", err
+	}
+	ai, err = OutputValue(outputs, outputKey)
+	if err != nil {
+		return "", "", err
+	}
+	return human, ai, nil
+}
+
+// InputValue returns the user's message from a chain's input map: the entry
+// named key, or with key empty the only entry.
+func InputValue(values map[string]any, key string) (string, error) {
+	return pick("input", values, key, "WithInputKey", nil)
+}
+
+// OutputValue returns the model's answer from a chain's output map: the
+// entry named key, or with key empty the only entry other than
+// IntermediateStepsKey.
+func OutputValue(values map[string]any, key string) (string, error) {
+	return pick("output", values, key, "WithOutputKey", func(k string) bool { return k == IntermediateStepsKey })
+}
+
+func pick(side string, values map[string]any, key, option string, ignore func(string) bool) (string, error) {
+	if len(values) == 0 {
+		return "", fmt.Errorf("%w: %s values are empty", ErrInvalidValues, side)
+	}
+	if key != "" {
+		v, ok := values[key]
+		if !ok {
+			return "", fmt.Errorf("%w: %s values have no key %q (keys present: %s)", ErrInvalidValues, side, key, keyList(values))
+		}
+		return asString(side, key, v)
+	}
+	var chosen string
+	n := 0
+	for k := range values {
+		if ignore != nil && ignore(k) && len(values) > 1 {
+			continue
+		}
+		chosen = k
+		n++
+	}
+	if n > 1 {
+		return "", fmt.Errorf("%w: %s values have %d keys (%s) and no %s key is set; choose one with %s",
+			ErrInvalidValues, side, n, keyList(values), side, option)
+	}
+	return asString(side, chosen, values[chosen])
+}
+
+func asString(side, key string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: %s key %q: value of type %T is not a string", ErrInvalidValues, side, key, v)
+	}
+	return s, nil
+}
+
+func keyList(values map[string]any) string {
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, fmt.Sprintf("%q", k))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// ValidateMessage reports whether msg can be stored and rendered: it must be
+// non-nil, of one of langchaingo's message types, and a generic message must
+// be an llms.GenericChatMessage (rendering needs its Role).
+func ValidateMessage(msg llms.ChatMessage) error {
+	if msg == nil {
+		return fmt.Errorf("%w: message is nil", ErrInvalidValues)
+	}
+	switch t := msg.GetType(); t {
+	case llms.ChatMessageTypeHuman, llms.ChatMessageTypeAI, llms.ChatMessageTypeSystem,
+		llms.ChatMessageTypeFunction, llms.ChatMessageTypeTool:
+	case llms.ChatMessageTypeGeneric:
+		if _, ok := msg.(llms.GenericChatMessage); !ok {
+			return fmt.Errorf("%w: generic message of Go type %T: only llms.GenericChatMessage is supported", ErrInvalidValues, msg)
+		}
+	default:
+		return fmt.Errorf("%w: message type %q (Go type %T) is not a langchaingo message type", ErrInvalidValues, t, msg)
+	}
+	return nil
+}
+
+// RenderLine renders one message exactly as llms.GetBufferString renders it
+// inside a history: "<prefix>: <content>", with an AI message's function
+// call appended as JSON. Joining the lines of a conversation with "\n" gives
+// llms.GetBufferString of the conversation.
+func RenderLine(msg llms.ChatMessage, humanPrefix, aiPrefix string) (string, error) {
+	s, err := llms.GetBufferString([]llms.ChatMessage{msg}, humanPrefix, aiPrefix)
+	if err != nil {
+		return "", fmt.Errorf("memstack: rendering %s message: %w", msg.GetType(), err)
+	}
+	return s, nil
+}
+
+// Render renders messages as llms.GetBufferString does.
+func Render(msgs []llms.ChatMessage, humanPrefix, aiPrefix string) (string, error) {
+	s, err := llms.GetBufferString(msgs, humanPrefix, aiPrefix)
+	if err != nil {
+		return "", fmt.Errorf("memstack: rendering history: %w", err)
+	}
+	return s, nil
+}
+
+// MessageContents turns messages into role-separated llms.MessageContent for
+// calling a chat model's GenerateContent directly. (An LLMChain flattens its
+// whole prompt into one human message; this keeps real roles.)
+//
+// Mapping: human, system and generic messages become text parts under their
+// own role; an AI message becomes its text (if any) followed by one
+// llms.ToolCall part per tool call (a legacy function call becomes a tool
+// call of type "function"); a tool message becomes an llms.ToolCallResponse
+// with its ToolCallID; a function message becomes an llms.ToolCallResponse
+// with its Name. The result shares no memory with msgs.
+func MessageContents(msgs []llms.ChatMessage) ([]llms.MessageContent, error) {
+	out := make([]llms.MessageContent, 0, len(msgs))
+	for i, m := range msgs {
+		if err := ValidateMessage(m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i+1, err)
+		}
+		mc := llms.MessageContent{Role: m.GetType()}
+		switch v := m.(type) {
+		case llms.AIChatMessage:
+			if v.Content != "" {
+				mc.Parts = append(mc.Parts, llms.TextPart(v.Content))
+			}
+			for _, tc := range v.ToolCalls {
+				if tc.FunctionCall != nil {
+					fc := *tc.FunctionCall
+					tc.FunctionCall = &fc
+				}
+				mc.Parts = append(mc.Parts, tc)
+			}
+			if v.FunctionCall != nil {
+				fc := *v.FunctionCall
+				mc.Parts = append(mc.Parts, llms.ToolCall{Type: "function", FunctionCall: &fc})
+			}
+			if len(mc.Parts) == 0 {
+				mc.Parts = append(mc.Parts, llms.TextPart(""))
+			}
+		case llms.ToolChatMessage:
+			mc.Parts = []llms.ContentPart{llms.ToolCallResponse{ToolCallID: v.ID, Content: v.Content}}
+		case llms.FunctionChatMessage:
+			mc.Parts = []llms.ContentPart{llms.ToolCallResponse{Name: v.Name, Content: v.Content}}
+		default:
+			mc.Parts = []llms.ContentPart{llms.TextPart(m.GetContent())}
+		}
+		out = append(out, mc)
+	}
+	return out, nil
+}

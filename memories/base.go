@@ -1,0 +1,128 @@
+package memories
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/store"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// base holds what every memory type shares: configuration, identity
+// resolution, validation of a turn and rendering of the loaded variable.
+type base struct {
+	cfg config
+	err error // construction error; every method returns it
+}
+
+func newBase(opts []Option) base {
+	cfg := newConfig(opts)
+	return base{cfg: cfg, err: errors.Join(cfg.errs...)}
+}
+
+var errNilContext = errors.New("memstack: nil context")
+
+// begin checks the memory, the context and the identity; every method
+// starts with it.
+func (b *base) begin(ctx context.Context) (memstack.Identity, error) {
+	if b.err != nil {
+		return memstack.Identity{}, b.err
+	}
+	if ctx == nil {
+		return memstack.Identity{}, errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return memstack.Identity{}, fmt.Errorf("memstack: %w", err)
+	}
+	if id, ok := memstack.IdentityFrom(ctx); ok {
+		return id, nil
+	}
+	if b.cfg.requireID {
+		return memstack.Identity{}, memstack.ErrNoIdentity
+	}
+	return b.cfg.defaultID, nil
+}
+
+// GetMemoryKey returns the memory key (default "history").
+func (b *base) GetMemoryKey(context.Context) string { return b.cfg.memoryKey }
+
+// MemoryVariables returns the one variable the memory loads: its memory key.
+func (b *base) MemoryVariables(context.Context) []string { return []string{b.cfg.memoryKey} }
+
+// turn validates a chain call's maps and returns the two messages to store.
+func (b *base) turn(ctx context.Context, inputs, outputs map[string]any) (memstack.Identity, []llms.ChatMessage, error) {
+	id, err := b.begin(ctx)
+	if err != nil {
+		return id, nil, err
+	}
+	human, ai, err := adapter.Turn(inputs, outputs, b.cfg.inputKey, b.cfg.outputKey)
+	if err != nil {
+		return id, nil, err
+	}
+	return id, []llms.ChatMessage{llms.HumanChatMessage{Content: human}, llms.AIChatMessage{Content: ai}}, nil
+}
+
+// message validates a single message for AddMessage.
+func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Identity, error) {
+	id, err := b.begin(ctx)
+	if err != nil {
+		return id, err
+	}
+	return id, adapter.ValidateMessage(msg)
+}
+
+func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if err := b.cfg.store.Append(ctx, id, msgs...); err != nil {
+		return fmt.Errorf("memstack: storing messages: %w", err)
+	}
+	return nil
+}
+
+func (b *base) clear(ctx context.Context) (memstack.Identity, error) {
+	id, err := b.begin(ctx)
+	if err != nil {
+		return id, err
+	}
+	if err := b.cfg.store.Clear(ctx, id); err != nil {
+		return id, fmt.Errorf("memstack: clearing: %w", err)
+	}
+	return id, nil
+}
+
+// variables returns the loaded variable for msgs: the messages themselves
+// (msgs must be a fresh slice) or their rendering.
+func (b *base) variables(msgs []llms.ChatMessage) (map[string]any, error) {
+	if b.cfg.returnMessages {
+		return map[string]any{b.cfg.memoryKey: msgs}, nil
+	}
+	s, err := adapter.Render(msgs, b.cfg.humanPrefix, b.cfg.aiPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{b.cfg.memoryKey: s}, nil
+}
+
+func (b *base) describe(kind, extra string) string {
+	mode := "string"
+	if b.cfg.returnMessages {
+		mode = "messages"
+	}
+	if extra != "" {
+		extra += ", "
+	}
+	return fmt.Sprintf("%s(%smemory_key=%q, mode=%s, store=%T)", kind, extra, b.cfg.memoryKey, mode, b.cfg.store)
+}
+
+func messagesOf(recs []store.Record) []llms.ChatMessage {
+	out := make([]llms.ChatMessage, len(recs))
+	for i, r := range recs {
+		out[i] = r.Message
+	}
+	return out
+}
+
+// identity is a short name for memstack.Identity inside this package.
+type identity = memstack.Identity

@@ -1,0 +1,45 @@
+// Package memories holds memstack's memory types. Each implements
+// langchaingo's schema.Memory and fmt.Stringer, so it drops into
+// chains.NewConversation, chains.NewLLMChain (chain.Memory) and
+// agents.NewExecutor (agents.WithMemory) with no other change:
+//
+//   - Buffer: the full transcript, rendered incrementally.
+//   - RecentN: the last n messages, system messages pinned, tool calls
+//     grouped with their results.
+//   - TokenWindow: the newest messages that fit in a token budget, same
+//     rules.
+//
+// # Shared behaviour
+//
+// Identity: every call keys its state by the memstack.Identity in its
+// context (memstack.WithIdentity); a call with none uses the default identity
+// (WithDefaultIdentity; the zero Identity unless set), or fails with
+// memstack.ErrNoIdentity under WithRequireIdentity. Clear clears only the
+// identity in its context.
+//
+// Saving: SaveContext takes the user's message from the inputs map and the
+// model's answer from the outputs map, choosing keys exactly as langchaingo's
+// memory.GetInputValue does (see package adapter). Both maps are validated
+// before anything is written, so a turn is stored whole or not at all; an
+// error names the offending key and never includes the values. AddMessage
+// stores a single message of any role: that is how system prompts and tool
+// messages enter memory.
+//
+// Loading: in string mode (the default) the variable is rendered exactly
+// like llms.GetBufferString with the configured prefixes (default "Human"
+// and "AI"), so prompts written for langchaingo's memories work unchanged;
+// WithReturnMessages loads a []llms.ChatMessage instead, a fresh copy the
+// caller may change.
+//
+// Storage: each memory keeps its messages in a store.Store (WithStore); the
+// default is an in-memory store of its own.
+//
+// Errors: a constructor that returns an error rejects bad arguments and
+// options with an error wrapping ErrInvalidOption that names the option.
+// NewBuffer has no error result (it mirrors langchaingo's
+// NewConversationBuffer); a bad option there makes every method of the
+// Buffer return that error. No method panics on bad input.
+//
+// Concurrency: every memory is safe for concurrent use; a cancelled
+// context is honoured before any work is done.
+package memories

@@ -1,0 +1,162 @@
+package memories
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/tokens"
+)
+
+// ErrInvalidOption is wrapped by errors about a bad option or constructor
+// argument; the message names the option and the value.
+var ErrInvalidOption = errors.New("memories: invalid option")
+
+// Option configures a memory. The same options serve every memory type;
+// an option that does not apply to a type (WithTokenCounter on a Buffer) is
+// accepted and has no effect.
+type Option func(*config)
+
+type config struct {
+	memoryKey      string
+	inputKey       string
+	outputKey      string
+	humanPrefix    string
+	aiPrefix       string
+	returnMessages bool
+	defaultID      memstack.Identity
+	requireID      bool
+	store          store.Store
+	counter        tokens.Counter
+	cacheSize      int
+	errs           []error
+}
+
+const defaultCacheSize = 1024
+
+func newConfig(opts []Option) config {
+	c := config{
+		memoryKey:   adapter.DefaultMemoryKey,
+		humanPrefix: adapter.DefaultHumanPrefix,
+		aiPrefix:    adapter.DefaultAIPrefix,
+		cacheSize:   defaultCacheSize,
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts)))
+			continue
+		}
+		o(&c)
+	}
+	if c.store == nil && len(c.errs) == 0 {
+		c.store = store.NewInMemory()
+	}
+	return c
+}
+
+func (c *config) bad(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+// WithMemoryKey sets the name of the variable the memory loads (default
+// "history", as in langchaingo). An empty key is an error.
+func WithMemoryKey(key string) Option {
+	return func(c *config) {
+		if key == "" {
+			c.bad("WithMemoryKey(%q): the memory key must not be empty", key)
+			return
+		}
+		c.memoryKey = key
+	}
+}
+
+// WithReturnMessages makes the memory load a []llms.ChatMessage (a fresh
+// copy the caller may change) instead of a rendered string; use it with chat
+// prompt templates (prompts.MessagesPlaceholder).
+func WithReturnMessages(returnMessages bool) Option {
+	return func(c *config) { c.returnMessages = returnMessages }
+}
+
+// WithInputKey names the entry of a chain's input map that is the user's
+// message. Without it the input map must hold exactly one entry, as in
+// langchaingo.
+func WithInputKey(key string) Option {
+	return func(c *config) { c.inputKey = key }
+}
+
+// WithOutputKey names the entry of a chain's output map that is the model's
+// answer. Without it the output map must hold exactly one entry besides an
+// agent executor's "intermediateSteps".
+func WithOutputKey(key string) Option {
+	return func(c *config) { c.outputKey = key }
+}
+
+// WithHumanPrefix sets the role name of human messages in the rendered
+// history (default "Human").
+func WithHumanPrefix(prefix string) Option {
+	return func(c *config) { c.humanPrefix = prefix }
+}
+
+// WithAIPrefix sets the role name of AI messages in the rendered history
+// (default "AI").
+func WithAIPrefix(prefix string) Option {
+	return func(c *config) { c.aiPrefix = prefix }
+}
+
+// WithDefaultIdentity sets the identity used by calls whose context carries
+// none (see memstack.WithIdentity). The default is the zero Identity: one
+// shared conversation, which is what plain langchaingo use expects.
+func WithDefaultIdentity(id memstack.Identity) Option {
+	return func(c *config) { c.defaultID = id }
+}
+
+// WithRequireIdentity makes every call whose context carries no identity
+// fail with memstack.ErrNoIdentity, so a multi-user service cannot fall back
+// to a shared conversation by mistake.
+func WithRequireIdentity() Option {
+	return func(c *config) { c.requireID = true }
+}
+
+// WithStore sets where the memory keeps its messages (default: a new
+// store.InMemory of its own). A memory owns what it stores under each
+// identity: RecentN and TokenWindow trim old messages, so give each memory
+// its own store (or its own backend namespace). A nil store is an error.
+func WithStore(s store.Store) Option {
+	return func(c *config) {
+		if s == nil {
+			c.bad("WithStore(nil): the store must not be nil")
+			return
+		}
+		c.store = s
+	}
+}
+
+// WithTokenCounter sets how TokenWindow counts tokens (default: offline
+// cl100k_base, tokens.CL100K). A nil counter is an error.
+func WithTokenCounter(counter tokens.Counter) Option {
+	return func(c *config) {
+		if counter == nil {
+			c.bad("WithTokenCounter(nil): the counter must not be nil")
+			return
+		}
+		c.counter = counter
+	}
+}
+
+// WithCacheSize sets for how many identities a memory keeps derived state
+// (Buffer's rendered history; TokenWindow keeps 64 token counts per
+// identity slot) in process memory, least recently used first out
+// (default 1024). 0 turns caching off; a negative size is an error.
+// Caches are only an optimisation: they are checked against the store on
+// every load, so they are never stale.
+func WithCacheSize(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad("WithCacheSize(%d): the size must not be negative", n)
+			return
+		}
+		c.cacheSize = n
+	}
+}

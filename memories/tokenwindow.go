@@ -1,0 +1,169 @@
+package memories
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/tokens"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/schema"
+)
+
+// TokenWindow shows the newest messages of each conversation that fit in a
+// token budget: langchaingo's ConversationTokenBuffer, with the token count
+// done right.
+//
+// Counting: a message costs the tokens of its rendered line ("AI: ...", as
+// in the history string) plus one for the line break, so the rendered
+// history of the window never exceeds maxTokens by the counter's measure.
+// The counter is an interface (WithTokenCounter); the default counts
+// cl100k_base tokens offline, never touches the network and never logs.
+// Counts are cached per stored message (keyed by identity and sequence
+// number), so a turn counts only its new messages, never the whole history.
+//
+// Pinning and grouping follow RecentN: system messages are always shown,
+// ahead of the window, in their original order; their tokens are counted
+// first, and the rest of the budget goes to the newest messages. (System
+// messages are shown even if they alone exceed the budget: they are the
+// agent's instructions.) A tool call and its results are shown or dropped
+// together. Like RecentN, TokenWindow trims its store of messages that can
+// never be shown again, so its cost per turn does not grow with the
+// conversation.
+//
+// TokenWindow is safe for concurrent use.
+type TokenWindow struct {
+	base
+	maxTokens int
+	counter   tokens.Counter
+	counts    *lru.Cache[tokenKey, int]
+}
+
+type tokenKey struct {
+	id  identity
+	seq int64
+}
+
+var (
+	_ schema.Memory = (*TokenWindow)(nil)
+	_ fmt.Stringer  = (*TokenWindow)(nil)
+)
+
+// NewTokenWindow returns a TokenWindow with a budget of maxTokens tokens.
+// maxTokens < 1 is an error, as is an invalid option.
+func NewTokenWindow(maxTokens int, opts ...Option) (*TokenWindow, error) {
+	if maxTokens < 1 {
+		return nil, fmt.Errorf("%w: NewTokenWindow(maxTokens=%d): maxTokens must be at least 1", ErrInvalidOption, maxTokens)
+	}
+	m := &TokenWindow{base: newBase(opts), maxTokens: maxTokens}
+	if m.err != nil {
+		return nil, m.err
+	}
+	m.counter = m.cfg.counter
+	if m.counter == nil {
+		c, err := tokens.CL100K()
+		if err != nil {
+			return nil, err
+		}
+		m.counter = c
+	}
+	if m.cfg.cacheSize > 0 {
+		m.counts, _ = lru.New[tokenKey, int](64 * m.cfg.cacheSize)
+	}
+	return m, nil
+}
+
+// cost returns the token cost of one stored message of id.
+func (m *TokenWindow) cost(id identity) func(store.Record) int {
+	return func(r store.Record) int {
+		k := tokenKey{id, r.Seq}
+		if m.counts != nil {
+			if n, ok := m.counts.Get(k); ok {
+				return n
+			}
+		}
+		line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
+		if err != nil {
+			return math.MaxInt / 4 // cannot be rendered: never fits
+		}
+		n := m.counter.CountTokens(line) + 1
+		if m.counts != nil {
+			m.counts.Add(k, n)
+		}
+		return n
+	}
+}
+
+func (m *TokenWindow) window(id identity, recs []store.Record) windowed {
+	cost := m.cost(id)
+	return choose(recs, func(system []store.Record) int {
+		left := m.maxTokens
+		for _, r := range system {
+			left -= cost(r)
+		}
+		return left
+	}, cost)
+}
+
+// SaveContext stores the turn (validated first; stored whole or not at all)
+// and trims the store.
+func (m *TokenWindow) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
+	id, msgs, err := m.turn(ctx, inputs, outputs)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msgs...); err != nil {
+		return err
+	}
+	m.trim(ctx, id)
+	return nil
+}
+
+// AddMessage stores one message of any role and trims the store.
+func (m *TokenWindow) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
+	id, err := m.message(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msg); err != nil {
+		return err
+	}
+	m.trim(ctx, id)
+	return nil
+}
+
+func (m *TokenWindow) trim(ctx context.Context, id identity) {
+	recs, err := m.cfg.store.All(ctx, id)
+	if err != nil {
+		return
+	}
+	trim(ctx, m.cfg.store, id, m.window(id, recs))
+}
+
+// LoadMemoryVariables returns the pinned system messages followed by the
+// newest messages that fit in the budget. The inputs are not used.
+func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any) (map[string]any, error) {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := loadAll(ctx, m.cfg.store, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.variables(m.window(id, recs).messages())
+}
+
+// Clear removes the messages of the identity in ctx, and only that one.
+func (m *TokenWindow) Clear(ctx context.Context) error {
+	_, err := m.clear(ctx)
+	return err
+}
+
+// String describes the memory's configuration.
+func (m *TokenWindow) String() string {
+	return m.describe("TokenWindow", fmt.Sprintf("max_tokens=%d", m.maxTokens))
+}

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/memstack/memstack"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/schema"
+)
+
+// ErrWrongIdentity is returned by a History store called for an identity
+// other than the one it serves.
+var ErrWrongIdentity = errors.New("store: this store serves one identity only")
+
+// History is a Store over one langchaingo schema.ChatMessageHistory, for one
+// conversation: it lets any memstack memory keep its messages in any history
+// langchaingo or a third party provides.
+//
+// A ChatMessageHistory holds a single conversation, so a History serves
+// exactly one identity, given to FromHistory; a call for any other identity
+// returns ErrWrongIdentity rather than mixing two users' messages.
+//
+// Calls are serialised by a mutex, so a History is safe for concurrent use
+// within one process as long as nothing else writes to the underlying
+// history. Append adds the messages one by one with AddMessage and, if one
+// fails, restores the earlier messages with SetMessages, so a turn is stored
+// whole or not at all as far as the history allows. Sequence numbers are kept
+// by the History value; if the history is changed behind its back, the
+// History notices the different length and numbers every message anew, which
+// makes the memories above it rebuild their caches.
+type History struct {
+	mu   sync.Mutex
+	h    schema.ChatMessageHistory
+	id   memstack.Identity
+	seqs []int64 // seqs[i] is the Seq of the history's message i
+	next int64
+}
+
+var _ Store = (*History)(nil)
+
+// FromHistory returns a Store that keeps the conversation of id in h.
+func FromHistory(h schema.ChatMessageHistory, id memstack.Identity) (*History, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: FromHistory: history is nil", ErrInvalidArgument)
+	}
+	return &History{h: h, id: id}, nil
+}
+
+func (s *History) check(ctx context.Context, id memstack.Identity) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if id != s.id {
+		return fmt.Errorf("%w: it serves %q, not %q", ErrWrongIdentity, s.id.Key(), id.Key())
+	}
+	return nil
+}
+
+// records reads the history and pairs every message with its Seq. The
+// caller holds s.mu.
+func (s *History) records(ctx context.Context) ([]Record, error) {
+	msgs, err := s.h.Messages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading chat history: %w", err)
+	}
+	if len(msgs) != len(s.seqs) {
+		s.seqs = make([]int64, len(msgs))
+		for i := range s.seqs {
+			s.next++
+			s.seqs[i] = s.next
+		}
+	}
+	out := make([]Record, len(msgs))
+	for i, m := range msgs {
+		out[i] = Record{Seq: s.seqs[i], Message: CloneMessage(m)}
+	}
+	return out, nil
+}
+
+// Append implements Store.
+func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if err := s.check(ctx, id); err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, err := s.records(ctx)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if err := s.h.AddMessage(ctx, CloneMessage(m)); err != nil {
+			if i > 0 {
+				old := make([]llms.ChatMessage, len(before))
+				for j, r := range before {
+					old[j] = r.Message
+				}
+				if rerr := s.h.SetMessages(context.WithoutCancel(ctx), old); rerr != nil {
+					return fmt.Errorf("store: adding message %d of %d to chat history: %w (and restoring the history failed: %v)", i+1, len(msgs), err, rerr)
+				}
+			}
+			return fmt.Errorf("store: adding message %d of %d to chat history: %w", i+1, len(msgs), err)
+		}
+	}
+	for range msgs {
+		s.next++
+		s.seqs = append(s.seqs, s.next)
+	}
+	return nil
+}
+
+// Last implements Store.
+func (s *History) Last(ctx context.Context, id memstack.Identity, n int) ([]Record, error) {
+	if err := s.check(ctx, id); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: Last(n=%d): n must be at least 1", ErrInvalidArgument, n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rs[max(len(rs)-n, 0):], nil
+}
+
+// All implements Store.
+func (s *History) All(ctx context.Context, id memstack.Identity) ([]Record, error) {
+	if err := s.check(ctx, id); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.records(ctx)
+}
+
+// Stat implements Store.
+func (s *History) Stat(ctx context.Context, id memstack.Identity) (Stat, error) {
+	if err := s.check(ctx, id); err != nil {
+		return Stat{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.records(ctx)
+	if err != nil || len(rs) == 0 {
+		return Stat{}, err
+	}
+	return Stat{Count: len(rs), FirstSeq: rs[0].Seq, LastSeq: rs[len(rs)-1].Seq}, nil
+}
+
+// RemovePrefix implements Store.
+func (s *History) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
+	if err := s.check(ctx, id); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.records(ctx)
+	if err != nil {
+		return 0, err
+	}
+	removed := removePrefix(&rs, through)
+	if removed == 0 {
+		return 0, nil
+	}
+	msgs := make([]llms.ChatMessage, len(rs))
+	seqs := make([]int64, len(rs))
+	for i, r := range rs {
+		msgs[i], seqs[i] = r.Message, r.Seq
+	}
+	if err := s.h.SetMessages(ctx, msgs); err != nil {
+		return 0, fmt.Errorf("store: rewriting chat history: %w", err)
+	}
+	s.seqs = seqs
+	return removed, nil
+}
+
+// Clear implements Store.
+func (s *History) Clear(ctx context.Context, id memstack.Identity) error {
+	if err := s.check(ctx, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.h.Clear(ctx); err != nil {
+		return fmt.Errorf("store: clearing chat history: %w", err)
+	}
+	s.seqs = nil
+	return nil
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/memstack/memstack"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// InMemory is a Store that keeps messages in this process's memory. It is
+// the default store of every memory type. Its data lives as long as the
+// value; use a persistent backend to survive restarts or to share memory
+// between processes.
+//
+// Appends, reads and Stat of one identity cost O(1) plus the number of
+// messages copied; different identities do not contend on one lock.
+type InMemory struct {
+	mu    sync.RWMutex
+	convs map[memstack.Identity]*conversation
+}
+
+type conversation struct {
+	mu      sync.RWMutex
+	records []Record
+	nextSeq int64 // kept across Clear so that Seq is never reused
+}
+
+var _ Store = (*InMemory)(nil)
+
+// NewInMemory returns an empty in-memory store.
+func NewInMemory() *InMemory {
+	return &InMemory{convs: make(map[memstack.Identity]*conversation)}
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// conv returns id's conversation, creating it when create is set; it
+// returns nil when there is none and create is not set.
+func (s *InMemory) conv(id memstack.Identity, create bool) *conversation {
+	s.mu.RLock()
+	c := s.convs[id]
+	s.mu.RUnlock()
+	if c != nil || !create {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.convs[id]; c == nil {
+		c = &conversation{}
+		s.convs[id] = c
+	}
+	return c
+}
+
+// Append implements Store.
+func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	recs := make([]Record, len(msgs))
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
+		}
+		recs[i].Message = CloneMessage(m)
+	}
+	c := s.conv(id, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range recs {
+		c.nextSeq++
+		recs[i].Seq = c.nextSeq
+	}
+	c.records = append(c.records, recs...)
+	return nil
+}
+
+// Last implements Store.
+func (s *InMemory) Last(ctx context.Context, id memstack.Identity, n int) ([]Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: Last(n=%d): n must be at least 1", ErrInvalidArgument, n)
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return []Record{}, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	start := max(len(c.records)-n, 0)
+	return cloneRecords(c.records[start:]), nil
+}
+
+// All implements Store.
+func (s *InMemory) All(ctx context.Context, id memstack.Identity) ([]Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return []Record{}, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return cloneRecords(c.records), nil
+}
+
+// Stat implements Store.
+func (s *InMemory) Stat(ctx context.Context, id memstack.Identity) (Stat, error) {
+	if err := ctxErr(ctx); err != nil {
+		return Stat{}, err
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return Stat{}, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.records) == 0 {
+		return Stat{}, nil
+	}
+	return Stat{
+		Count:    len(c.records),
+		FirstSeq: c.records[0].Seq,
+		LastSeq:  c.records[len(c.records)-1].Seq,
+	}, nil
+}
+
+// RemovePrefix implements Store.
+func (s *InMemory) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return 0, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return removePrefix(&c.records, through), nil
+}
+
+// removePrefix removes, in place, the non-system records with Seq <= through
+// and returns how many it removed.
+func removePrefix(records *[]Record, through int64) int {
+	rs := *records
+	// Find the end of the affected prefix.
+	end := 0
+	for end < len(rs) && rs[end].Seq <= through {
+		end++
+	}
+	kept := make([]Record, 0, len(rs)-end+4)
+	for _, r := range rs[:end] {
+		if r.Message.GetType() == llms.ChatMessageTypeSystem {
+			kept = append(kept, r)
+		}
+	}
+	removed := end - len(kept)
+	if removed == 0 {
+		return 0
+	}
+	kept = append(kept, rs[end:]...)
+	*records = kept
+	return removed
+}
+
+// Clear implements Store.
+func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.records = nil
+	return nil
+}

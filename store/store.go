@@ -1,0 +1,89 @@
+// Package store is the storage port of memstack: the one narrow interface
+// through which every memory keeps its messages, and the in-memory backend
+// that memories use by default.
+//
+// The data flow is one way: a chain calls a memory (packages memories and
+// combined), the memory decides what to keep and show, and the memory keeps
+// it in a Store. A Store knows nothing of langchaingo's input maps, prompts
+// or windows; a memory knows nothing of where its messages live. SQLite,
+// Redis and PostgreSQL backends implement the same interface, so any memory
+// runs on any backend without change.
+//
+// # Contract
+//
+// Every method takes the identity whose conversation it touches; a backend
+// keeps each identity's data apart (use memstack.Identity.Key for an
+// injective string key). Every method honours ctx: a call with a context
+// that is already done returns ctx.Err() (wrapped) and changes nothing.
+//
+// Messages are appended in units (a whole turn: the human message and the AI
+// answer) that are stored whole or not at all. Each stored message gets a
+// sequence number, Seq, which increases strictly in append order within one
+// identity and is never handed out twice for that identity: not after
+// RemovePrefix, not after Clear. Memories use Seq to cache per-message work
+// (rendered lines, token counts) and to detect changes cheaply with Stat.
+//
+// System messages are pinned: RemovePrefix never removes them; only Clear
+// does. Every memory type keeps system prompts ahead of whatever window it
+// shows, so the store is where that rule lives.
+//
+// All implementations must be safe for concurrent use by multiple
+// goroutines, and — for shared backends — by multiple processes.
+//
+// Messages returned by a store are the store's copies: callers may change
+// the returned slices and messages freely.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/memstack/memstack"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// Record is one stored message and its sequence number.
+type Record struct {
+	// Seq is the message's sequence number within its identity (see the
+	// package documentation).
+	Seq int64
+	// Message is the stored message.
+	Message llms.ChatMessage
+}
+
+// Stat describes what a store holds for one identity. It is cheap to get:
+// memories call it on every load to decide whether their caches are still
+// valid.
+type Stat struct {
+	// Count is the number of stored messages.
+	Count int
+	// FirstSeq and LastSeq are the sequence numbers of the oldest and newest
+	// stored messages; both are 0 when Count is 0.
+	FirstSeq, LastSeq int64
+}
+
+// Store keeps the messages of many identities. See the package
+// documentation for the contract every implementation follows.
+type Store interface {
+	// Append stores msgs, in order, as one unit: afterwards either all of
+	// them are stored, after every message already stored for id, or none
+	// is and an error is returned. Appending no messages is a no-op.
+	Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error
+	// Last returns the newest n messages of id, oldest first (fewer when
+	// fewer are stored). n < 1 is an error.
+	Last(ctx context.Context, id memstack.Identity, n int) ([]Record, error)
+	// All returns every stored message of id, oldest first.
+	All(ctx context.Context, id memstack.Identity) ([]Record, error)
+	// Stat returns the count and sequence bounds of id's messages.
+	Stat(ctx context.Context, id memstack.Identity) (Stat, error)
+	// RemovePrefix removes every non-system message of id whose Seq is at
+	// most through, and returns how many it removed. System messages stay.
+	RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error)
+	// Clear removes every message of id, system messages included. Other
+	// identities are untouched.
+	Clear(ctx context.Context, id memstack.Identity) error
+}
+
+// ErrInvalidArgument is wrapped by errors about bad arguments (n < 1, a nil
+// message, an identity a store cannot serve).
+var ErrInvalidArgument = errors.New("store: invalid argument")
