@@ -26,6 +26,7 @@ package adapter
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -86,20 +87,27 @@ func pick(side string, values map[string]any, key, option string, ignore func(st
 		}
 		return asString(side, key, v)
 	}
-	var chosen string
-	n := 0
-	for k := range values {
-		if ignore != nil && ignore(k) && len(values) > 1 {
-			continue
+	candidates := values
+	if ignore != nil && len(values) > 1 {
+		candidates = make(map[string]any, len(values))
+		for k, v := range values {
+			if !ignore(k) {
+				candidates[k] = v
+			}
 		}
-		chosen = k
-		n++
 	}
-	if n > 1 {
+	if len(candidates) > 1 {
 		return "", fmt.Errorf("%w: %s values have %d keys (%s) and no %s key is set; choose one with %s",
-			ErrInvalidValues, side, n, keyList(values), side, option)
+			ErrInvalidValues, side, len(candidates), keyList(candidates), side, option)
 	}
-	return asString(side, chosen, values[chosen])
+	for k, v := range candidates {
+		return asString(side, k, v)
+	}
+	// Only ignored keys: report the first as the one that is not a string.
+	for k, v := range values {
+		return asString(side, k, v)
+	}
+	return "", fmt.Errorf("%w: %s values are empty", ErrInvalidValues, side)
 }
 
 func asString(side, key string, v any) (string, error) {
@@ -119,18 +127,50 @@ func keyList(values map[string]any) string {
 	return strings.Join(keys, ", ")
 }
 
+// Normalize validates msg (see ValidateMessage) and returns it in the form
+// memstack stores: a pointer to one of langchaingo's message structs
+// (*llms.AIChatMessage, ...) becomes the struct value, which is the form
+// llms.GetBufferString and chat models expect (GetBufferString appends an
+// AI message's function call only for the value form).
+func Normalize(msg llms.ChatMessage) (llms.ChatMessage, error) {
+	if err := ValidateMessage(msg); err != nil {
+		return nil, err
+	}
+	switch m := msg.(type) {
+	case *llms.AIChatMessage:
+		return *m, nil
+	case *llms.HumanChatMessage:
+		return *m, nil
+	case *llms.SystemChatMessage:
+		return *m, nil
+	case *llms.GenericChatMessage:
+		return *m, nil
+	case *llms.FunctionChatMessage:
+		return *m, nil
+	case *llms.ToolChatMessage:
+		return *m, nil
+	}
+	return msg, nil
+}
+
 // ValidateMessage reports whether msg can be stored and rendered: it must be
-// non-nil, of one of langchaingo's message types, and a generic message must
-// be an llms.GenericChatMessage (rendering needs its Role).
+// non-nil (a nil pointer inside the interface counts as nil), of one of
+// langchaingo's message types, and a generic message must be an
+// llms.GenericChatMessage (rendering needs its Role).
 func ValidateMessage(msg llms.ChatMessage) error {
 	if msg == nil {
 		return fmt.Errorf("%w: message is nil", ErrInvalidValues)
+	}
+	if v := reflect.ValueOf(msg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("%w: message is a nil %T", ErrInvalidValues, msg)
 	}
 	switch t := msg.GetType(); t {
 	case llms.ChatMessageTypeHuman, llms.ChatMessageTypeAI, llms.ChatMessageTypeSystem,
 		llms.ChatMessageTypeFunction, llms.ChatMessageTypeTool:
 	case llms.ChatMessageTypeGeneric:
-		if _, ok := msg.(llms.GenericChatMessage); !ok {
+		switch msg.(type) {
+		case llms.GenericChatMessage, *llms.GenericChatMessage:
+		default:
 			return fmt.Errorf("%w: generic message of Go type %T: only llms.GenericChatMessage is supported", ErrInvalidValues, msg)
 		}
 	default:
@@ -173,7 +213,8 @@ func Render(msgs []llms.ChatMessage, humanPrefix, aiPrefix string) (string, erro
 func MessageContents(msgs []llms.ChatMessage) ([]llms.MessageContent, error) {
 	out := make([]llms.MessageContent, 0, len(msgs))
 	for i, m := range msgs {
-		if err := ValidateMessage(m); err != nil {
+		m, err := Normalize(m)
+		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i+1, err)
 		}
 		mc := llms.MessageContent{Role: m.GetType()}

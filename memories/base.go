@@ -65,13 +65,15 @@ func (b *base) turn(ctx context.Context, inputs, outputs map[string]any) (memsta
 	return id, []llms.ChatMessage{llms.HumanChatMessage{Content: human}, llms.AIChatMessage{Content: ai}}, nil
 }
 
-// message validates a single message for AddMessage.
-func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Identity, error) {
+// message validates a single message for AddMessage and returns it in the
+// form to store (see adapter.Normalize).
+func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Identity, llms.ChatMessage, error) {
 	id, err := b.begin(ctx)
 	if err != nil {
-		return id, err
+		return id, nil, err
 	}
-	return id, adapter.ValidateMessage(msg)
+	msg, err = adapter.Normalize(msg)
+	return id, msg, err
 }
 
 func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {

@@ -68,7 +68,7 @@ func (b *Buffer) SaveContext(ctx context.Context, inputs, outputs map[string]any
 // AddMessage stores one message of any role (a system prompt, a tool
 // result, ...).
 func (b *Buffer) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
-	id, err := b.message(ctx, msg)
+	id, msg, err := b.message(ctx, msg)
 	if err != nil {
 		return err
 	}

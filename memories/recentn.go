@@ -72,7 +72,7 @@ func (m *RecentN) SaveContext(ctx context.Context, inputs, outputs map[string]an
 
 // AddMessage stores one message of any role and trims the store.
 func (m *RecentN) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
-	id, err := m.message(ctx, msg)
+	id, msg, err := m.message(ctx, msg)
 	if err != nil {
 		return err
 	}

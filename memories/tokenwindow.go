@@ -124,7 +124,7 @@ func (m *TokenWindow) SaveContext(ctx context.Context, inputs, outputs map[strin
 
 // AddMessage stores one message of any role and trims the store.
 func (m *TokenWindow) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
-	id, err := m.message(ctx, msg)
+	id, msg, err := m.message(ctx, msg)
 	if err != nil {
 		return err
 	}

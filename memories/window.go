@@ -54,7 +54,7 @@ func isToolResult(msg llms.ChatMessage) bool {
 // group is an AI message that calls tools together with the tool results
 // that follow it, or any other single message; a group is kept or dropped
 // whole. cost returns the cost of one message.
-func newestFit(rest []store.Record, budget int, cost func(store.Record) int) int {
+func newestFit(rest []store.Record, budget int, cost func(store.Record) int) (start, lastGroup int) {
 	// groupStart[i] is the index of the first message of i's group.
 	groupStart := make([]int, len(rest))
 	open := -1 // start of the tool-call group that results may still join
@@ -70,6 +70,9 @@ func newestFit(rest []store.Record, budget int, cost func(store.Record) int) int
 			groupStart[i] = i
 		}
 	}
+	if len(rest) > 0 {
+		lastGroup = groupStart[len(rest)-1]
+	}
 	start, used := len(rest), 0
 	for start > 0 {
 		g := groupStart[start-1]
@@ -83,15 +86,16 @@ func newestFit(rest []store.Record, budget int, cost func(store.Record) int) int
 		used += c
 		start = g
 	}
-	return start
+	return start, lastGroup
 }
 
 // windowed is the result of choosing a window.
 type windowed struct {
 	system []store.Record // pinned, in order
 	window []store.Record // the newest groups that fit, in order
-	// dropped counts the non-system messages before the window, and
-	// lastDropped is the Seq of the newest of them (0 if none).
+	// dropped counts the non-system messages before the window that may
+	// be removed from the store, and lastDropped is the Seq of the newest
+	// of them (0 if none).
 	dropped     int
 	lastDropped int64
 }
@@ -109,10 +113,17 @@ func (w windowed) messages() []llms.ChatMessage {
 
 func choose(recs []store.Record, budget func(system []store.Record) int, cost func(store.Record) int) windowed {
 	system, rest := split(recs)
-	start := newestFit(rest, budget(system), cost)
+	start, lastGroup := newestFit(rest, budget(system), cost)
 	w := windowed{system: system, window: rest[start:], dropped: start}
-	if start > 0 {
-		w.lastDropped = rest[start-1].Seq
+	// The newest group, if it is a tool call, may still be joined by more
+	// results: even when it does not fit now it must stay in the store, or
+	// a later result would be left without its call. Only what precedes it
+	// counts as dropped (removable).
+	if start > lastGroup && lastGroup < len(rest) && callsTools(rest[lastGroup].Message) {
+		w.dropped = lastGroup
+	}
+	if w.dropped > 0 {
+		w.lastDropped = rest[w.dropped-1].Seq
 	}
 	return w
 }

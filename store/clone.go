@@ -1,8 +1,19 @@
 package store
 
 import (
+	"reflect"
+
 	"github.com/tmc/langchaingo/llms"
 )
+
+// isNil reports whether msg is nil or a nil pointer inside the interface.
+func isNil(msg llms.ChatMessage) bool {
+	if msg == nil {
+		return true
+	}
+	v := reflect.ValueOf(msg)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
 
 // CloneMessage returns a copy of msg that shares no mutable memory with it:
 // an AI message's tool calls and function call are copied, so neither the

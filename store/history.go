@@ -86,7 +86,7 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 		return err
 	}
 	for i, m := range msgs {
-		if m == nil {
+		if isNil(m) {
 			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
 	}

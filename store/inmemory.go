@@ -69,7 +69,7 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	}
 	recs := make([]Record, len(msgs))
 	for i, m := range msgs {
-		if m == nil {
+		if isNil(m) {
 			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
 		recs[i].Message = CloneMessage(m)
