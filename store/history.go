@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,12 +32,16 @@ var ErrWrongIdentity = errors.New("store: this store serves one identity only")
 // by the History value; if the history is changed behind its back, the
 // History notices the different length and numbers every message anew, which
 // makes the memories above it rebuild their caches.
+//
+// A ChatMessageHistory has no place for state values, so a History keeps
+// them in process memory: they do not survive a restart. Forget is Clear.
 type History struct {
 	mu   sync.Mutex
 	h    schema.ChatMessageHistory
 	id   memstack.Identity
-	seqs []int64 // seqs[i] is the Seq of the history's message i
-	next int64
+	seqs  []int64 // seqs[i] is the Seq of the history's message i
+	next  int64
+	state map[string]State
 }
 
 var _ Store = (*History)(nil)
@@ -199,5 +204,51 @@ func (s *History) Clear(ctx context.Context, id memstack.Identity) error {
 		return fmt.Errorf("store: clearing chat history: %w", err)
 	}
 	s.seqs = nil
+	s.state = nil
 	return nil
+}
+
+// Forget implements Store; for a single-conversation History it is Clear.
+func (s *History) Forget(ctx context.Context, id memstack.Identity) error {
+	return s.Clear(ctx, id)
+}
+
+// GetState implements Store (in process memory; see History).
+func (s *History) GetState(ctx context.Context, id memstack.Identity, name string) (State, error) {
+	if err := s.check(ctx, id); err != nil {
+		return State{}, err
+	}
+	if err := CheckStateName(name); err != nil {
+		return State{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state[name]
+	st.Value = bytes.Clone(st.Value)
+	return st, nil
+}
+
+// PutState implements Store (in process memory; see History).
+func (s *History) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
+	if err := s.check(ctx, id); err != nil {
+		return 0, err
+	}
+	if err := CheckStateName(name); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.state[name]; cur.Version != expect {
+		return 0, fmt.Errorf("%w: state %q is at version %d, not %d", ErrConflict, name, cur.Version, expect)
+	}
+	if value == nil {
+		delete(s.state, name)
+		return 0, nil
+	}
+	if s.state == nil {
+		s.state = make(map[string]State)
+	}
+	s.next++
+	s.state[name] = State{Value: bytes.Clone(value), Version: s.next}
+	return s.next, nil
 }

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
@@ -19,12 +21,29 @@ import (
 type InMemory struct {
 	mu    sync.RWMutex
 	convs map[memstack.Identity]*conversation
+	// seq is the store-wide counter Seqs and state versions come from, so
+	// neither is ever reused, not even after Forget.
+	seq atomic.Int64
 }
 
 type conversation struct {
 	mu      sync.RWMutex
 	records []Record
-	nextSeq int64 // kept across Clear so that Seq is never reused
+	state   map[string]State
+	dead    bool // set by Forget: writers must fetch the identity's new entry
+}
+
+// lockLive returns id's conversation, created if needed, locked for
+// writing, and never one that Forget has removed.
+func (s *InMemory) lockLive(id memstack.Identity) *conversation {
+	for {
+		c := s.conv(id, true)
+		c.mu.Lock()
+		if !c.dead {
+			return c
+		}
+		c.mu.Unlock()
+	}
 }
 
 var _ Store = (*InMemory)(nil)
@@ -74,12 +93,13 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 		}
 		recs[i].Message = CloneMessage(m)
 	}
-	c := s.conv(id, true)
-	c.mu.Lock()
+	c := s.lockLive(id)
 	defer c.mu.Unlock()
+	// Seqs are taken under the conversation's lock, so they increase in
+	// append order within the conversation.
+	last := s.seq.Add(int64(len(recs)))
 	for i := range recs {
-		c.nextSeq++
-		recs[i].Seq = c.nextSeq
+		recs[i].Seq = last - int64(len(recs)-1-i)
 	}
 	c.records = append(c.records, recs...)
 	return nil
@@ -188,5 +208,72 @@ func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.records = nil
+	c.state = nil
 	return nil
+}
+
+// Forget implements Store: it removes id's messages and state. An InMemory
+// store has one namespace, so Forget is Clear that also drops the
+// identity's entry.
+func (s *InMemory) Forget(ctx context.Context, id memstack.Identity) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	c := s.convs[id]
+	delete(s.convs, id)
+	s.mu.Unlock()
+	if c != nil {
+		// A writer that fetched c before the delete sees it dead and
+		// writes to the identity's new entry instead.
+		c.mu.Lock()
+		c.records, c.state, c.dead = nil, nil, true
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// GetState implements Store.
+func (s *InMemory) GetState(ctx context.Context, id memstack.Identity, name string) (State, error) {
+	if err := ctxErr(ctx); err != nil {
+		return State{}, err
+	}
+	if err := CheckStateName(name); err != nil {
+		return State{}, err
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return State{}, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st := c.state[name]
+	st.Value = bytes.Clone(st.Value)
+	return st, nil
+}
+
+// PutState implements Store.
+func (s *InMemory) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	if err := CheckStateName(name); err != nil {
+		return 0, err
+	}
+	c := s.lockLive(id)
+	defer c.mu.Unlock()
+	cur := c.state[name]
+	if cur.Version != expect {
+		return 0, fmt.Errorf("%w: state %q of %s is at version %d, not %d", ErrConflict, name, id.Key(), cur.Version, expect)
+	}
+	if value == nil {
+		delete(c.state, name)
+		return 0, nil
+	}
+	if c.state == nil {
+		c.state = make(map[string]State)
+	}
+	v := s.seq.Add(1)
+	c.state[name] = State{Value: bytes.Clone(value), Version: v}
+	return v, nil
 }

@@ -20,11 +20,21 @@
 // answer) that are stored whole or not at all. Each stored message gets a
 // sequence number, Seq, which increases strictly in append order within one
 // identity and is never handed out twice for that identity: not after
-// RemovePrefix, not after Clear. Memories use Seq to cache per-message work
-// (rendered lines, token counts) and to detect changes cheaply with Stat.
+// RemovePrefix, not after Clear, not after Forget. Memories use Seq to cache
+// per-message work (rendered lines, token counts) and to detect changes
+// cheaply with Stat, so a reused Seq could show a forgotten conversation
+// from a cache; backends draw Seqs from a store-wide counter (InMemory,
+// SQL sequences) or from a clock-based counter (max(last+1, now in µs)).
+//
+// Besides messages, a store keeps small named values per identity (State):
+// what a memory derives from the messages and must not lose on restart — a
+// running summary and the Seq it covers, extracted facts. PutState is a
+// compare-and-set on a version, so two processes sharing a store cannot
+// overwrite each other's update unnoticed. Versions, like Seqs, are never
+// reused.
 //
 // System messages are pinned: RemovePrefix never removes them; only Clear
-// does. Every memory type keeps system prompts ahead of whatever window it
+// and Forget do. Every memory type keeps system prompts ahead of whatever window it
 // shows, so the store is where that rule lives.
 //
 // All implementations must be safe for concurrent use by multiple
@@ -37,6 +47,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
@@ -62,9 +73,40 @@ type Stat struct {
 	FirstSeq, LastSeq int64
 }
 
-// Store keeps the messages of many identities. See the package
-// documentation for the contract every implementation follows.
+// State is one named value kept for an identity and the version that
+// guards its updates. The zero State (Version 0) means "absent".
+type State struct {
+	Value   []byte
+	Version int64
+}
+
+// Store keeps the messages and state of many identities: the storage port.
+// See the package documentation for the contract every implementation
+// follows; package storetest checks it.
 type Store interface {
+	Messages
+	States
+	// Forget removes everything the backend holds for id — messages and
+	// state, in every namespace the backend keeps (a Redis key prefix, a
+	// table prefix) — and nothing of any other identity. It is the call
+	// for a user's request to be forgotten.
+	Forget(ctx context.Context, id memstack.Identity) error
+}
+
+// States keeps small named values per identity.
+type States interface {
+	// GetState returns the value stored under name for id, or the zero
+	// State if there is none.
+	GetState(ctx context.Context, id memstack.Identity, name string) (State, error)
+	// PutState stores value under name for id if the current version is
+	// expect (0: there must be no value yet) and returns the new version;
+	// otherwise it stores nothing and returns an error wrapping
+	// ErrConflict. A nil value deletes the entry.
+	PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error)
+}
+
+// Messages is the message half of the port.
+type Messages interface {
 	// Append stores msgs, in order, as one unit: afterwards either all of
 	// them are stored, after every message already stored for id, or none
 	// is and an error is returned. Appending no messages is a no-op.
@@ -79,11 +121,30 @@ type Store interface {
 	// RemovePrefix removes every non-system message of id whose Seq is at
 	// most through, and returns how many it removed. System messages stay.
 	RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error)
-	// Clear removes every message of id, system messages included. Other
-	// identities are untouched.
+	// Clear removes every message of id, system messages included, and
+	// every state value of id, in this store's namespace. Other identities
+	// are untouched.
 	Clear(ctx context.Context, id memstack.Identity) error
 }
 
 // ErrInvalidArgument is wrapped by errors about bad arguments (n < 1, a nil
 // message, an identity a store cannot serve).
 var ErrInvalidArgument = errors.New("store: invalid argument")
+
+// ErrConflict is wrapped by PutState's error when the stored version is not
+// the expected one: another writer updated the value first.
+var ErrConflict = errors.New("store: state version conflict")
+
+// CheckStateName returns an error naming the problem if name cannot be a
+// state name: it must be 1 to 200 bytes of printable ASCII.
+func CheckStateName(name string) error {
+	if name == "" || len(name) > 200 {
+		return fmt.Errorf("%w: state name %q must be 1 to 200 bytes long", ErrInvalidArgument, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x21 || name[i] > 0x7e {
+			return fmt.Errorf("%w: state name %q: byte %d is not printable ASCII", ErrInvalidArgument, name, i)
+		}
+	}
+	return nil
+}
