@@ -36,9 +36,9 @@ var ErrWrongIdentity = errors.New("store: this store serves one identity only")
 // A ChatMessageHistory has no place for state values, so a History keeps
 // them in process memory: they do not survive a restart. Forget is Clear.
 type History struct {
-	mu   sync.Mutex
-	h    schema.ChatMessageHistory
-	id   memstack.Identity
+	mu    sync.Mutex
+	h     schema.ChatMessageHistory
+	id    memstack.Identity
 	seqs  []int64 // seqs[i] is the Seq of the history's message i
 	next  int64
 	state map[string]State
