@@ -3,6 +3,7 @@ package memories
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
@@ -32,6 +33,19 @@ type config struct {
 	counter        tokens.Counter
 	cacheSize      int
 	errs           []error
+
+	// Summary settings (see summary.go); the *Set fields record whether
+	// an option set them, for the checks that involve two options.
+	maxMessages    int
+	maxMessagesSet bool
+	batchSize      int
+	batchSizeSet   bool
+	maxTokens      int
+	background     bool
+	summaryHook    func(SummaryEvent)
+	retryMin       time.Duration
+	retryMax       time.Duration
+	retrySet       bool
 }
 
 const defaultCacheSize = 1024
@@ -158,5 +172,89 @@ func WithCacheSize(n int) Option {
 			return
 		}
 		c.cacheSize = n
+	}
+}
+
+// WithMaxMessages sets how many unsummarized non-system messages a Summary
+// keeps raw (default 15): when there are more, the oldest batch is folded
+// into the running summary (see WithBatchSize). n < 1 is an error, and so
+// is combining it with WithMaxTokens.
+func WithMaxMessages(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.bad("WithMaxMessages(%d): n must be at least 1", n)
+			return
+		}
+		c.maxMessages, c.maxMessagesSet = n, true
+	}
+}
+
+// WithBatchSize sets the least number of messages a Summary folds into its
+// summary in one call (default 6, or the WithMaxMessages value if that is
+// smaller). A batch is extended to a whole turn. m < 1 is an error, and so
+// is an m larger than WithMaxMessages's n.
+func WithBatchSize(m int) Option {
+	return func(c *config) {
+		if m < 1 {
+			c.bad("WithBatchSize(%d): the batch size must be at least 1", m)
+			return
+		}
+		c.batchSize, c.batchSizeSet = m, true
+	}
+}
+
+// WithMaxTokens puts a Summary in token mode: when its unsummarized
+// messages exceed t tokens (counted as TokenWindow counts them, with
+// WithTokenCounter's counter), the oldest are folded in one call until about
+// t/2 remain. t < 1 is an error, and so is combining it with WithMaxMessages
+// or WithBatchSize (count mode).
+func WithMaxTokens(t int) Option {
+	return func(c *config) {
+		if t < 1 {
+			c.bad("WithMaxTokens(%d): the token limit must be at least 1", t)
+			return
+		}
+		c.maxTokens = t
+	}
+}
+
+// WithBackground makes a Summary summarize in the background: SaveContext
+// and AddMessage store the message and return, and summarization runs in a
+// goroutine, at most one per identity at a time. Summary.Flush waits for it
+// and Summary.Close stops it. Failures are reported to the WithSummaryHook
+// hook and counted in Summary.Stats.
+func WithBackground(background bool) Option {
+	return func(c *config) { c.background = background }
+}
+
+// WithSummaryHook sets a function that a Summary calls after each
+// summarization attempt (successful or not) with what happened. It is called
+// from the goroutine that summarized — the caller's in synchronous mode, a
+// background goroutine otherwise — possibly concurrently for different
+// identities; it must be quick and safe for concurrent use. A nil hook is an
+// error.
+func WithSummaryHook(hook func(SummaryEvent)) Option {
+	return func(c *config) {
+		if hook == nil {
+			c.bad("WithSummaryHook(nil): the hook must not be nil")
+			return
+		}
+		c.summaryHook = hook
+	}
+}
+
+// WithRetryBackoff sets how long a Summary waits, after its summarizer
+// fails for an identity, before it tries that identity again (default 1s
+// doubling up to 1m): min after the first failure, doubling after each
+// further one, at most max. Until then turns are stored and nothing is
+// summarized for that identity. min < 0 or max < min is an error; 0, 0 retries at
+// the next turn.
+func WithRetryBackoff(min, max time.Duration) Option {
+	return func(c *config) {
+		if min < 0 || max < min {
+			c.bad("WithRetryBackoff(%v, %v): need 0 <= min <= max", min, max)
+			return
+		}
+		c.retryMin, c.retryMax, c.retrySet = min, max, true
 	}
 }

@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 
 say() { printf '==> %s\n' "$*"; }
 
+# go and the caches need a home directory even where the caller has none.
+export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+
 if ! command -v go >/dev/null 2>&1; then
 	if [ -x /usr/local/go/bin/go ]; then
 		export PATH="/usr/local/go/bin:$PATH"
@@ -30,6 +33,39 @@ if ! command -v gcc >/dev/null 2>&1; then
 	fi
 fi
 export CGO_ENABLED=1
+
+in_ci() { [ -n "${CI:-}" ] && [ "$CI" != false ] && [ "$CI" != 0 ]; }
+
+# Real servers for the store and Ollama tests. The tests start their own
+# throwaway instances on 127.0.0.1 (see internal/testsvc); this only makes
+# sure the programs are installed.
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if ! command -v redis-server >/dev/null 2>&1 || [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		say "installing redis-server and postgresql (Debian packages)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server postgresql >/dev/null
+		# Debian starts the packaged services; the tests use their own.
+		for svc in redis-server postgresql; do
+			service "$svc" stop >/dev/null 2>&1 || true
+		done
+	elif in_ci; then
+		echo "CI is set and redis-server/postgresql are missing: install them (apt-get install -y redis-server postgresql)" >&2
+		exit 1
+	else
+		say "redis-server or postgresql missing: their tests will be skipped (apt-get install -y redis-server postgresql)"
+	fi
+fi
+
+say "ollama (Ollama integration tests; built once, cached outside the repository)"
+if ollama_bin=$(./scripts/ollama.sh); then
+	export MEMSTACK_OLLAMA_BIN="$ollama_bin"
+elif in_ci; then
+	echo "CI is set and ollama could not be built" >&2
+	exit 1
+else
+	say "ollama could not be built: the Ollama tests will be skipped"
+fi
 
 say "go $(go env GOVERSION): downloading modules"
 go mod download

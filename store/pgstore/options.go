@@ -1,0 +1,64 @@
+package pgstore
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// DefaultTablePrefix is the table prefix used unless WithTablePrefix sets
+// another.
+const DefaultTablePrefix = "memstack_"
+
+// DefaultNamespace is the namespace used unless WithNamespace sets another.
+const DefaultNamespace = "default"
+
+// Option configures a Store. Options are checked by New and Open, which
+// return an error naming the option and the bad value.
+type Option func(*config) error
+
+type config struct {
+	prefix string
+	ns     string
+}
+
+func defaultConfig() config {
+	return config{prefix: DefaultTablePrefix, ns: DefaultNamespace}
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,30}$`)
+
+// WithTablePrefix sets the prefix of the tables and the sequence the store
+// uses (default "memstack_": tables memstack_messages and memstack_state,
+// sequence memstack_seq). The prefix must match [a-z_][a-z0-9_]{0,30}, so
+// it is a valid unquoted identifier and every name built from it fits
+// PostgreSQL's 63-byte limit. Stores with different prefixes share nothing;
+// Forget reaches every namespace under its own prefix only.
+func WithTablePrefix(prefix string) Option {
+	return func(c *config) error {
+		if !prefixRE.MatchString(prefix) {
+			return fmt.Errorf("pgstore: WithTablePrefix(%q): the prefix must match [a-z_][a-z0-9_]{0,30}", prefix)
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithNamespace sets the namespace the store reads and writes (default
+// "default"): a column, so several memory layers can share one set of
+// tables and keep their messages and state apart. Clear clears one
+// namespace; Forget clears every namespace under the table prefix. The
+// namespace is 1 to 200 bytes of printable ASCII.
+func WithNamespace(ns string) Option {
+	return func(c *config) error {
+		if ns == "" || len(ns) > 200 {
+			return fmt.Errorf("pgstore: WithNamespace(%q): the namespace must be 1 to 200 bytes long", ns)
+		}
+		for i := 0; i < len(ns); i++ {
+			if ns[i] < 0x20 || ns[i] > 0x7e {
+				return fmt.Errorf("pgstore: WithNamespace(%q): byte %d is not printable ASCII", ns, i)
+			}
+		}
+		c.ns = ns
+		return nil
+	}
+}

@@ -1,0 +1,620 @@
+// Package pgstore is the PostgreSQL backend of memstack's storage port: a
+// store.Store kept in two tables of a PostgreSQL database, through a pgx v5
+// connection pool, for memory shared by several processes that must survive
+// restarts.
+//
+// # Starting a server
+//
+// Any PostgreSQL 12 or newer works. For a local one on Debian or Ubuntu:
+//
+//	apt-get install postgresql
+//	pg_ctlcluster 15 main start
+//	su postgres -c "psql -c \"ALTER USER postgres PASSWORD 'secret'\""
+//
+// then Open(ctx, "postgres://postgres:secret@127.0.0.1:5432/postgres"). Or
+// with Docker: docker run -e POSTGRES_PASSWORD=secret -p 127.0.0.1:5432:5432 postgres:16.
+// The tests start their own throwaway server (internal/testsvc).
+//
+// # Schema
+//
+// New creates, if they do not exist, one sequence and two tables named after
+// the table prefix (WithTablePrefix, default "memstack_"):
+//
+//	memstack_seq       one counter for every Seq and every state version
+//	memstack_messages  (id_hash, ns, seq) primary key, id_key, system, body
+//	memstack_state     (id_hash, ns, name) primary key, id_key, version, value
+//
+// id_key is memstack.Identity.Key; id_hash is its SHA-256, which is what the
+// indexes hold, so identities of any length (a B-tree entry is limited to
+// about 2.7 kB) are served by the same index. Every query also compares
+// id_key itself. ns is the namespace (WithNamespace, default "default"), so
+// several memory layers can share the tables. The DDL runs in one
+// transaction under a transaction-scoped advisory lock, so stores that
+// create the schema at the same moment, from several pools or processes, do
+// not fail on each other.
+//
+// # Messages
+//
+// A message is stored as store.EncodeMessage's JSON in a bytea column, not
+// in jsonb or text: PostgreSQL's text types cannot hold a NUL character and
+// jsonb rejects \u0000, while the contract requires any valid string to
+// round-trip byte for byte. The system column pins system messages:
+// RemovePrefix is DELETE … WHERE seq <= through AND NOT system.
+//
+// Append is one statement batch sent in one round trip and run by
+// PostgreSQL as one implicit transaction: it takes a transaction-scoped
+// advisory lock for the identity (pg_advisory_xact_lock on a 64-bit hash of
+// the table prefix and identity key), draws one value of the sequence per
+// message, sorts them and inserts all rows with a single multi-row INSERT.
+// The turn is therefore stored whole or not at all. The lock makes appends
+// to one identity take their Seqs one after the other: a second appender
+// draws its values only after the first has committed, so Seqs increase in
+// commit order, and a reader never sees a higher Seq before a lower one
+// becomes visible. Appends to different identities do not wait for each
+// other (two identities share a lock only on a 64-bit hash collision, which
+// costs waiting, never correctness). Because every Seq and version comes
+// from one sequence, none is reused after RemovePrefix, Clear or Forget.
+//
+// # State
+//
+// PutState is a compare-and-set in one statement: INSERT … ON CONFLICT DO
+// NOTHING for expect 0, UPDATE … WHERE version = expect otherwise (DELETE …
+// WHERE version = expect for a nil value). The new version is the next value
+// of the shared sequence.
+//
+// # Failures
+//
+// Every method honours ctx (a done context changes nothing), and wraps its
+// errors with the operation and the identity key, never message content. A
+// stored value that does not decode is an error wrapping store.ErrCorrupt
+// naming the identity and Seq; other identities stay readable. When the
+// server goes away calls fail; pgxpool replaces broken connections, so the
+// same Store works again once the server is back. Close on a store from
+// Open closes its pool; calls after Close return ErrClosed.
+//
+// Durability is the server's: the store never changes synchronous_commit,
+// so an Append that returned nil is committed as durably as the server is
+// configured to commit.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// ErrClosed is wrapped by the error of every call on a closed Store.
+var ErrClosed = errors.New("pgstore: store is closed")
+
+// DefaultConnectTimeout bounds each connection attempt of a pool made by
+// Open when the DSN sets no connect_timeout, so a server that drops packets
+// cannot hang a call whose context has no deadline.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Store is a store.Store in PostgreSQL. It is safe for concurrent use by
+// many goroutines and many processes. See the package documentation.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	addr    string
+	prefix  string
+	ns      string
+	closed  atomic.Bool
+	q       queries
+}
+
+var _ store.Store = (*Store)(nil)
+
+// queries holds the SQL of every statement, built once from the prefix.
+type queries struct {
+	schema                                    []string
+	appendRows, last, all, stat, removePrefix string
+	clearMessages, clearState, clearConv      string
+	forgetMessages, forgetState, forgetConv   string
+	getState, insertState, updateState        string
+	deleteState, stateVersion                 string
+}
+
+func buildQueries(prefix string) queries {
+	seq := prefix + "seq"
+	m := pgx.Identifier{prefix + "messages"}.Sanitize()
+	c := pgx.Identifier{prefix + "conversations"}.Sanitize()
+	st := pgx.Identifier{prefix + "state"}.Sanitize()
+	// The prefix matches [a-z_][a-z0-9_]*, so it needs no escaping inside
+	// the regclass literal.
+	next := "nextval('" + pgx.Identifier{seq}.Sanitize() + "')"
+	const idm = "id_hash = $1 AND ns = $2 AND id_key = $3"
+	const ida = "id_hash = $1 AND id_key = $2" // every namespace
+	return queries{
+		schema: []string{
+			"CREATE SEQUENCE IF NOT EXISTS " + pgx.Identifier{seq}.Sanitize() + " AS bigint",
+			"CREATE TABLE IF NOT EXISTS " + m + ` (
+	id_hash bytea   NOT NULL,
+	ns      text    NOT NULL,
+	seq     bigint  NOT NULL,
+	id_key  text    NOT NULL,
+	system  boolean NOT NULL,
+	body    bytea   NOT NULL,
+	PRIMARY KEY (id_hash, ns, seq))`,
+			"CREATE TABLE IF NOT EXISTS " + c + ` (
+	id_hash   bytea  NOT NULL,
+	ns        text   NOT NULL,
+	id_key    text   NOT NULL,
+	count     bigint NOT NULL,
+	first_seq bigint NOT NULL,
+	last_seq  bigint NOT NULL,
+	PRIMARY KEY (id_hash, ns))`,
+			"CREATE TABLE IF NOT EXISTS " + st + ` (
+	id_hash bytea  NOT NULL,
+	ns      text   NOT NULL,
+	name    text   NOT NULL,
+	id_key  text   NOT NULL,
+	version bigint NOT NULL,
+	value   bytea  NOT NULL,
+	PRIMARY KEY (id_hash, ns, name))`,
+		},
+		// $4 system flags and $5 bodies in append order; $6 their count.
+		// The n drawn values are ranked and matched to the messages by
+		// position, so the Seqs follow append order whatever order the
+		// server evaluates nextval in. The same statement updates the
+		// conversation's summary row.
+		appendRows: `WITH ins AS (
+	INSERT INTO ` + m + ` (id_hash, ns, seq, id_key, system, body)
+	SELECT $1, $2, s.v, $3, u.system, u.body
+	FROM unnest($4::boolean[], $5::bytea[]) WITH ORDINALITY AS u(system, body, ord)
+	JOIN (SELECT v, row_number() OVER (ORDER BY v) AS rn
+	      FROM (SELECT ` + next + ` AS v FROM generate_series(1, $6::int)) AS g) AS s
+	  ON s.rn = u.ord
+	RETURNING seq)
+INSERT INTO ` + c + ` AS c (id_hash, ns, id_key, count, first_seq, last_seq)
+SELECT $1, $2, $3, count(*), min(seq), max(seq) FROM ins
+ON CONFLICT (id_hash, ns) DO UPDATE SET
+	count = c.count + EXCLUDED.count,
+	first_seq = CASE WHEN c.count = 0 THEN EXCLUDED.first_seq ELSE c.first_seq END,
+	last_seq = EXCLUDED.last_seq`,
+		last: "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq DESC LIMIT $4",
+		all:  "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq",
+		stat: "SELECT count, first_seq, last_seq FROM " + c + " WHERE " + idm,
+		// The sub-select sees the statement's snapshot, from before the
+		// DELETE: the rows it keeps are those with seq > $4 or system.
+		removePrefix: `WITH d AS (
+	DELETE FROM ` + m + " WHERE " + idm + ` AND seq <= $4 AND NOT system RETURNING 1),
+u AS (
+	UPDATE ` + c + ` SET
+		count = count - (SELECT count(*) FROM d),
+		first_seq = coalesce((SELECT min(seq) FROM ` + m + " WHERE " + idm + ` AND (seq > $4 OR system)), 0)
+	WHERE ` + idm + ` AND EXISTS (SELECT FROM d))
+SELECT count(*) FROM d`,
+		clearMessages:  "DELETE FROM " + m + " WHERE " + idm,
+		clearConv:      "DELETE FROM " + c + " WHERE " + idm,
+		clearState:     "DELETE FROM " + st + " WHERE " + idm,
+		forgetMessages: "DELETE FROM " + m + " WHERE " + ida,
+		forgetConv:     "DELETE FROM " + c + " WHERE " + ida,
+		forgetState:    "DELETE FROM " + st + " WHERE " + ida,
+		getState:       "SELECT value, version FROM " + st + " WHERE " + idm + " AND name = $4",
+		insertState: "INSERT INTO " + st + " (id_hash, ns, name, id_key, version, value) VALUES ($1, $2, $4, $3, " + next + ", $5)" +
+			" ON CONFLICT (id_hash, ns, name) DO NOTHING RETURNING version",
+		updateState:  "UPDATE " + st + " SET value = $5, version = " + next + " WHERE " + idm + " AND name = $4 AND version = $6 RETURNING version",
+		deleteState:  "DELETE FROM " + st + " WHERE " + idm + " AND name = $4 AND version = $5",
+		stateVersion: "SELECT coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = $4), 0)",
+	}
+}
+
+// New returns a Store over pool, creating the schema if needed (see the
+// package documentation). The caller keeps ownership of pool: Close does
+// not close it. New fails, with an error naming the server's address, when
+// the server cannot be reached before ctx is done.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pgstore.New: pool is nil", store.ErrInvalidArgument)
+	}
+	return newStore(ctx, pool, false, opts)
+}
+
+// Open connects to the server named by dsn (a PostgreSQL URL or key=value
+// string, as pgxpool.ParseConfig accepts, pool settings such as
+// pool_max_conns included) with a pool of its own, creates the schema if
+// needed and returns the Store; Close closes the pool. A DSN without
+// connect_timeout gets DefaultConnectTimeout. An unreachable server is an
+// error naming its host:port, returned no later than ctx is done.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's parse errors redact the password.
+		return nil, fmt.Errorf("pgstore: parsing the DSN: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: creating a pool for %s: %w", poolAddr(cfg), err)
+	}
+	s, err := newStore(ctx, pool, true, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, own bool, opts []Option) (*Store, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{
+		pool:    pool,
+		ownPool: own,
+		addr:    poolAddr(pool.Config()),
+		prefix:  c.prefix,
+		ns:      c.ns,
+		q:       buildQueries(c.prefix),
+	}
+	if err := s.createSchema(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// poolAddr names the server of cfg as host:port (or the socket directory).
+func poolAddr(cfg *pgxpool.Config) string {
+	cc := cfg.ConnConfig
+	if len(cc.Host) > 0 && cc.Host[0] == '/' {
+		return fmt.Sprintf("unix socket %s/.s.PGSQL.%d", cc.Host, cc.Port)
+	}
+	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+}
+
+// createSchema creates the sequence and tables in one transaction, under an
+// advisory lock so that concurrent creators do not collide on the catalog.
+func (s *Store) createSchema(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: connecting to PostgreSQL at %s: %w", s.addr, err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: connecting to PostgreSQL at %s: %w", s.addr, err)
+	}
+	defer conn.Release()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("schema", s.prefix)); err != nil {
+			return err
+		}
+		for _, ddl := range s.q.schema {
+			if _, err := tx.Exec(ctx, ddl); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: creating the schema (table prefix %q) on %s: %w", s.prefix, s.addr, err)
+	}
+	return nil
+}
+
+// lockKey returns the 64-bit advisory lock key of parts.
+func lockKey(parts ...string) int64 {
+	h := sha256.New()
+	h.Write([]byte("memstack/pgstore"))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// ident is an identity as the queries take it.
+type ident struct {
+	key  string
+	hash []byte
+}
+
+func identOf(id memstack.Identity) ident {
+	k := id.Key()
+	h := sha256.Sum256([]byte(k))
+	return ident{key: k, hash: h[:]}
+}
+
+// Close marks the store closed and, if Open made its pool, closes the pool.
+// Calls after Close return ErrClosed. Close is safe to call more than once.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// check returns the error a call must return before touching the server.
+func (s *Store) check(ctx context.Context, op string, id memstack.Identity) error {
+	if s.closed.Load() {
+		return fmt.Errorf("pgstore: %s of identity %q: %w", op, id.Key(), ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s of identity %q: %w", op, id.Key(), err)
+	}
+	return nil
+}
+
+func (s *Store) wrap(op string, id ident, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("pgstore: %s of identity %q: %w (%w)", op, id.key, ErrClosed, err)
+	}
+	return fmt.Errorf("pgstore: %s of identity %q on %s: %w", op, id.key, s.addr, err)
+}
+
+// Append implements store.Store: one round trip, one implicit transaction
+// (see the package documentation).
+func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if err := s.check(ctx, "Append", id); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	system := make([]bool, len(msgs))
+	bodies := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		b, err := store.EncodeMessage(m)
+		if err != nil {
+			return fmt.Errorf("pgstore: Append of identity %q: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
+		}
+		bodies[i] = b
+		system[i] = m.GetType() == llms.ChatMessageTypeSystem
+	}
+	k := identOf(id)
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	b.Queue(s.q.appendRows, k.hash, s.ns, k.key, system, bodies, len(msgs))
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return s.wrap("Append", k, err)
+	}
+	return nil
+}
+
+// Last implements store.Store.
+func (s *Store) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	if err := s.check(ctx, "Last", id); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: pgstore: Last(n=%d) of identity %q: n must be at least 1", store.ErrInvalidArgument, n, id.Key())
+	}
+	k := identOf(id)
+	rs, err := s.records(ctx, id, "Last", s.q.last, k.hash, s.ns, k.key, n)
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(rs)
+	return rs, nil
+}
+
+// All implements store.Store.
+func (s *Store) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	if err := s.check(ctx, "All", id); err != nil {
+		return nil, err
+	}
+	k := identOf(id)
+	return s.records(ctx, id, "All", s.q.all, k.hash, s.ns, k.key)
+}
+
+// records runs a query returning (seq, body) rows and decodes them.
+func (s *Store) records(ctx context.Context, id memstack.Identity, op, sql string, args ...any) ([]store.Record, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.wrap(op, identOf(id), err)
+	}
+	defer rows.Close()
+	out := []store.Record{}
+	var (
+		seq  int64
+		body []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &body); err != nil {
+			return nil, s.wrap(op, identOf(id), err)
+		}
+		r, err := store.DecodeRecord(id, seq, body)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(op, identOf(id), err)
+	}
+	return out, nil
+}
+
+// Stat implements store.Store.
+func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
+	if err := s.check(ctx, "Stat", id); err != nil {
+		return store.Stat{}, err
+	}
+	k := identOf(id)
+	var (
+		st    store.Stat
+		count int64
+	)
+	err := s.pool.QueryRow(ctx, s.q.stat, k.hash, s.ns, k.key).Scan(&count, &st.FirstSeq, &st.LastSeq)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && count == 0 {
+		return store.Stat{}, nil
+	}
+	if err != nil {
+		return store.Stat{}, s.wrap("Stat", k, err)
+	}
+	st.Count = int(count)
+	return st, nil
+}
+
+// RemovePrefix implements store.Store.
+func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
+	if err := s.check(ctx, "RemovePrefix", id); err != nil {
+		return 0, err
+	}
+	k := identOf(id)
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	var removed int64
+	b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, s.wrap("RemovePrefix", k, err)
+	}
+	return int(removed), nil
+}
+
+// Clear implements store.Store: the messages and state of id in this
+// store's namespace, in one transaction.
+func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
+	if err := s.check(ctx, "Clear", id); err != nil {
+		return err
+	}
+	k := identOf(id)
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
+	b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
+	b.Queue(s.q.clearState, k.hash, s.ns, k.key)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return s.wrap("Clear", k, err)
+	}
+	return nil
+}
+
+// Forget implements store.Store: the messages and state of id in every
+// namespace under this store's table prefix, in one transaction.
+func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
+	if err := s.check(ctx, "Forget", id); err != nil {
+		return err
+	}
+	k := identOf(id)
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	b.Queue(s.q.forgetMessages, k.hash, k.key)
+	b.Queue(s.q.forgetConv, k.hash, k.key)
+	b.Queue(s.q.forgetState, k.hash, k.key)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return s.wrap("Forget", k, err)
+	}
+	return nil
+}
+
+// GetState implements store.Store.
+func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string) (store.State, error) {
+	if err := s.check(ctx, "GetState", id); err != nil {
+		return store.State{}, err
+	}
+	if err := store.CheckStateName(name); err != nil {
+		return store.State{}, fmt.Errorf("pgstore: GetState of identity %q: %w", id.Key(), err)
+	}
+	k := identOf(id)
+	var st store.State
+	err := s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&st.Value, &st.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.State{}, nil
+	}
+	if err != nil {
+		return store.State{}, s.wrap(fmt.Sprintf("GetState(%q)", name), k, err)
+	}
+	if st.Value == nil {
+		st.Value = []byte{}
+	}
+	return st, nil
+}
+
+// PutState implements store.Store: a compare-and-set in one statement.
+func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
+	if err := s.check(ctx, "PutState", id); err != nil {
+		return 0, err
+	}
+	if err := store.CheckStateName(name); err != nil {
+		return 0, fmt.Errorf("pgstore: PutState of identity %q: %w", id.Key(), err)
+	}
+	k := identOf(id)
+	op := fmt.Sprintf("PutState(%q)", name)
+	var (
+		version int64
+		err     error
+	)
+	switch {
+	case value == nil && expect == 0:
+		// Deleting nothing: it succeeds if there is indeed nothing.
+		err = s.pool.QueryRow(ctx, s.q.stateVersion, k.hash, s.ns, k.key, name).Scan(&version)
+		if err != nil {
+			return 0, s.wrap(op, k, err)
+		}
+		if version != 0 {
+			return 0, s.conflict(k, name, version, expect)
+		}
+		return 0, nil
+	case value == nil:
+		tag, err := s.pool.Exec(ctx, s.q.deleteState, k.hash, s.ns, k.key, name, expect)
+		if err != nil {
+			return 0, s.wrap(op, k, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return 0, s.conflict(k, name, s.currentVersion(ctx, k, name), expect)
+		}
+		return 0, nil
+	case expect == 0:
+		err = s.pool.QueryRow(ctx, s.q.insertState, k.hash, s.ns, k.key, name, value).Scan(&version)
+	default:
+		err = s.pool.QueryRow(ctx, s.q.updateState, k.hash, s.ns, k.key, name, value, expect).Scan(&version)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, s.conflict(k, name, s.currentVersion(ctx, k, name), expect)
+	}
+	if err != nil {
+		return 0, s.wrap(op, k, err)
+	}
+	return version, nil
+}
+
+// currentVersion returns the stored version of a state value for a conflict
+// message, or -1 when it cannot be read.
+func (s *Store) currentVersion(ctx context.Context, k ident, name string) int64 {
+	var v int64
+	if err := s.pool.QueryRow(ctx, s.q.stateVersion, k.hash, s.ns, k.key, name).Scan(&v); err != nil {
+		return -1
+	}
+	return v
+}
+
+func (s *Store) conflict(k ident, name string, current, expect int64) error {
+	if current < 0 {
+		return fmt.Errorf("%w: pgstore: state %q of identity %q is not at version %d", store.ErrConflict, name, k.key, expect)
+	}
+	return fmt.Errorf("%w: pgstore: state %q of identity %q is at version %d, not %d", store.ErrConflict, name, k.key, current, expect)
+}

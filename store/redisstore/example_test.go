@@ -1,0 +1,83 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/internal/testsvc"
+	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/store/redisstore"
+)
+
+// redisAddr returns the address of a throwaway Redis server for the
+// examples; in your code, it is your server's host:port.
+func redisAddr() string {
+	addr, err := testsvc.RedisAddr()
+	if err != nil {
+		panic(err)
+	}
+	return addr
+}
+
+// A RecentN memory keeping its window in Redis, shared by every replica of
+// the agent that opens the same server.
+func ExampleOpen() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := redisstore.Open(ctx, redisAddr(),
+		redisstore.WithKeyPrefix("example-open"),
+		redisstore.WithNamespace("recent"),
+		redisstore.WithTTL(24*time.Hour)) // forget idle conversations after a day
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+
+	mem, _ := memories.NewRecentN(4, memories.WithStore(s))
+	ctx = memstack.WithIdentity(ctx, memstack.Identity{Tenant: "acme", User: "u42", Conversation: "c7"})
+	_ = mem.Clear(ctx) // a fresh conversation for the example
+	_ = mem.AddMessage(ctx, llms.SystemChatMessage{Content: "You are terse."})
+	_ = mem.SaveContext(ctx, map[string]any{"input": "Ship date?"}, map[string]any{"output": "The 14th."})
+
+	vars, _ := mem.LoadMemoryVariables(ctx, nil)
+	fmt.Println(vars["history"])
+	// Output:
+	// system: You are terse.
+	// Human: Ship date?
+	// AI: The 14th.
+}
+
+// Layers of one agent keep their data in namespaces of one prefix; Forget
+// removes a user from all of them at once.
+func ExampleStore_Forget() {
+	ctx := context.Background()
+	addr := redisAddr()
+	recent, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("example-forget"), redisstore.WithNamespace("recent"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer recent.Close()
+	facts, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("example-forget"), redisstore.WithNamespace("facts"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer facts.Close()
+
+	user := memstack.Identity{Tenant: "acme", User: "u42", Conversation: "c7"}
+	_ = recent.Append(ctx, user, llms.HumanChatMessage{Content: "I'm vegetarian."})
+	_, _ = facts.PutState(ctx, user, "diet", []byte("vegetarian"), 0)
+
+	_ = recent.Forget(ctx, user) // the user asked to be forgotten
+
+	msgs, _ := recent.All(ctx, user)
+	diet, _ := facts.GetState(ctx, user, "diet")
+	fmt.Println(len(msgs), diet.Version)
+	// Output: 0 0
+}

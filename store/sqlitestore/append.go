@@ -1,0 +1,171 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"slices"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// appendReq is one Append waiting to be committed.
+type appendReq struct {
+	ctx  context.Context
+	key  string
+	rows []appendRow
+	err  error
+	done chan struct{} // closed when err is final
+}
+
+type appendRow struct {
+	system bool
+	data   []byte
+}
+
+// Append implements store.Store: the messages are inserted in one
+// transaction, so they are stored whole or not at all, contiguously.
+//
+// Appends are committed in groups: an Append queues its rows and then
+// either becomes the writer — and commits every queued Append in one
+// transaction — or finds that another writer has committed it meanwhile.
+// An Append whose ctx is done before a writer takes it is withdrawn and
+// stores nothing; once taken, it is part of a transaction that ends as soon
+// as the ctx of any member (or of the writer) is done: the members whose
+// ctx is done fail, the rest are queued again rather than failed.
+func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if err := s.begin(ctx, "Append", id); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	req := &appendReq{ctx: ctx, key: id.Key(), rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
+	for i, m := range msgs {
+		data, err := store.EncodeMessage(m)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: Append to %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
+		}
+		req.rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
+	}
+	s.enqueue(req)
+	for {
+		select {
+		case <-req.done:
+			if req.err != nil {
+				return s.fail(ctx, "Append", id, req.err)
+			}
+			return nil
+		case s.writer <- struct{}{}:
+			s.commitQueued(ctx)
+			<-s.writer
+		case <-ctx.Done():
+			if s.withdraw(req) {
+				return s.fail(ctx, "Append", id, ctx.Err())
+			}
+			<-req.done // taken by a writer: its outcome is ours
+			if req.err != nil {
+				return s.fail(ctx, "Append", id, req.err)
+			}
+			return nil
+		}
+	}
+}
+
+func (s *Store) enqueue(reqs ...*appendReq) {
+	s.qmu.Lock()
+	s.queue = append(s.queue, reqs...)
+	s.qmu.Unlock()
+}
+
+// withdraw removes req from the queue and reports whether it was still
+// there (not taken by a writer).
+func (s *Store) withdraw(req *appendReq) bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	i := slices.Index(s.queue, req)
+	if i < 0 {
+		return false
+	}
+	s.queue = slices.Delete(s.queue, i, i+1)
+	return true
+}
+
+// maxGroup bounds how many Appends one transaction commits.
+const maxGroup = 256
+
+// commitQueued commits the queued Appends in one transaction. The caller
+// holds the writer semaphore; ctx is the calling Append's.
+func (s *Store) commitQueued(ctx context.Context) {
+	// Let Appends that are about to queue join this group.
+	runtime.Gosched()
+	s.qmu.Lock()
+	n := min(len(s.queue), maxGroup)
+	group := slices.Clone(s.queue[:n])
+	s.queue = slices.Delete(s.queue, 0, n)
+	s.qmu.Unlock()
+	if len(group) == 0 {
+		return
+	}
+	// Appends whose caller gave up before being taken store nothing.
+	live := group[:0]
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The transaction is bounded by the ctx of every Append in it (and the
+	// writer's): it ends as soon as any of them is done, so no caller
+	// waits past its own deadline for the others.
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	for _, r := range live {
+		stop := context.AfterFunc(r.ctx, cancel)
+		defer stop()
+	}
+	err := s.writeLocked(tctx, func(tx *sql.Tx) error {
+		ins := tx.StmtContext(tctx, s.stmtInsert)
+		for _, r := range live {
+			for _, row := range r.rows {
+				if _, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && tctx.Err() != nil {
+		// A caller's ctx ended the transaction, which stored nothing: the
+		// Appends whose ctx is done fail with it, the others go back to
+		// the head of the queue, in order, for the next writer.
+		var again []*appendReq
+		for _, r := range live {
+			if cerr := r.ctx.Err(); cerr != nil {
+				r.err = cerr
+				close(r.done)
+				continue
+			}
+			again = append(again, r)
+		}
+		s.qmu.Lock()
+		s.queue = append(again, s.queue...)
+		s.qmu.Unlock()
+		return
+	}
+	for _, r := range live {
+		r.err = err
+		close(r.done)
+	}
+}

@@ -1,0 +1,172 @@
+package storetest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storetest"
+)
+
+// The kit must catch broken stores. Each broken store below breaks one rule
+// of the contract; TestKitCatchesBrokenStores runs the kit's subtest for
+// that rule against it in a child process and requires the child to fail.
+
+type halfTurns struct{ *store.InMemory }
+
+func (s halfTurns) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if len(msgs) > 1 {
+		msgs = msgs[:len(msgs)-1]
+	}
+	return s.InMemory.Append(ctx, id, msgs...)
+}
+
+type lastOneMore struct{ *store.InMemory }
+
+func (s lastOneMore) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	return s.InMemory.Last(ctx, id, n+1)
+}
+
+type clearKeepsSystem struct{ *store.InMemory }
+
+func (s clearKeepsSystem) Clear(ctx context.Context, id memstack.Identity) error {
+	_, err := s.InMemory.RemovePrefix(ctx, id, 1<<62)
+	return err
+}
+
+type ignoresContext struct{ *store.InMemory }
+
+func (s ignoresContext) Append(_ context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	return s.InMemory.Append(context.Background(), id, msgs...)
+}
+
+type blindPut struct{ *store.InMemory }
+
+func (s blindPut) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, _ int64) (int64, error) {
+	cur, err := s.InMemory.GetState(ctx, id, name)
+	if err != nil {
+		return 0, err
+	}
+	return s.InMemory.PutState(ctx, id, name, value, cur.Version)
+}
+
+// joinedKeys keys identities by joining the raw parts with ':', so
+// ("a:b", "", "") and ("a", "b", "") collide.
+type joinedKeys struct{ *store.InMemory }
+
+func joined(id memstack.Identity) memstack.Identity {
+	return memstack.Identity{Tenant: id.Tenant + ":" + id.User + ":" + id.Conversation}
+}
+
+func (s joinedKeys) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	return s.InMemory.Append(ctx, joined(id), msgs...)
+}
+func (s joinedKeys) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	return s.InMemory.All(ctx, joined(id))
+}
+func (s joinedKeys) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
+	return s.InMemory.Stat(ctx, joined(id))
+}
+
+// forgetsMessagesOnly forgets the messages but keeps the state (and the
+// system messages).
+type forgetsMessagesOnly struct{ *store.InMemory }
+
+func (s forgetsMessagesOnly) Forget(ctx context.Context, id memstack.Identity) error {
+	_, err := s.InMemory.RemovePrefix(ctx, id, 1<<62)
+	return err
+}
+
+// oneByOne appends a turn message by message, so a bad message in the
+// middle leaves the ones before it stored.
+type oneByOne struct{ *store.InMemory }
+
+func (s oneByOne) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	for _, m := range msgs {
+		if err := s.InMemory.Append(ctx, id, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpinned removes system messages too when the prefix covers everything.
+type unpinned struct{ *store.InMemory }
+
+func (s unpinned) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
+	st, err := s.InMemory.Stat(ctx, id)
+	if err != nil || through < st.LastSeq {
+		return s.InMemory.RemovePrefix(ctx, id, through)
+	}
+	return st.Count, s.InMemory.Clear(ctx, id)
+}
+
+// lenientLast treats n < 1 as "nothing".
+type lenientLast struct{ *store.InMemory }
+
+func (s lenientLast) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	if n < 1 {
+		return nil, nil
+	}
+	return s.InMemory.Last(ctx, id, n)
+}
+
+var brokenStores = map[string]struct {
+	wrap    func(*store.InMemory) store.Store
+	subtest string
+}{
+	"appends one by one":                           {func(s *store.InMemory) store.Store { return oneByOne{s} }, "AppendTurnIsAtomic"},
+	"RemovePrefix drops system":                    {func(s *store.InMemory) store.Store { return unpinned{s} }, "RemovePrefixPinsSystemMessages"},
+	"Last accepts n < 1":                           {func(s *store.InMemory) store.Store { return lenientLast{s} }, "LastRejectsNBelowOne"},
+	"half turns":                                   {func(s *store.InMemory) store.Store { return halfTurns{s} }, "AppendKeepsOrder"},
+	"Last returns one more":                        {func(s *store.InMemory) store.Store { return lastOneMore{s} }, "Last"},
+	"Clear keeps system":                           {func(s *store.InMemory) store.Store { return clearKeepsSystem{s} }, "Clear"},
+	"ignores context":                              {func(s *store.InMemory) store.Store { return ignoresContext{s} }, "CancelledContext"},
+	"PutState ignores CAS":                         {func(s *store.InMemory) store.Store { return blindPut{s} }, "StateCompareAndSet"},
+	"joined identity keys":                         {func(s *store.InMemory) store.Store { return joinedKeys{s} }, "IdentitiesIsolated"},
+	"Forget keeps state":                           {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "Forget"},
+	"Forget keeps state of adversarial identities": {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "ForgetAdversarialIdentities"},
+}
+
+const brokenEnv = "STORETEST_BROKEN_STORE"
+
+// TestBrokenStoreChild runs the kit against the broken store named by the
+// environment; it does nothing unless TestKitCatchesBrokenStores started it.
+func TestBrokenStoreChild(t *testing.T) {
+	name := os.Getenv(brokenEnv)
+	if name == "" {
+		t.Skip("only run as a child of TestKitCatchesBrokenStores")
+	}
+	b, ok := brokenStores[name]
+	require.True(t, ok, "unknown broken store %q", name)
+	open := inMemoryOpener()
+	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
+		s, err := open(tb, ns)
+		if err != nil {
+			return nil, err
+		}
+		return b.wrap(s.(*store.InMemory)), nil
+	})
+}
+
+func TestKitCatchesBrokenStores(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("child process")
+	}
+	for name, b := range brokenStores {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestBrokenStoreChild$/^"+b.subtest+"$", "-test.count=1")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+name)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "the kit passed a store with %q:\n%s", name, out)
+			assert.Contains(t, string(out), "--- FAIL: TestBrokenStoreChild/"+b.subtest, "the failing subtest names the rule")
+		})
+	}
+}

@@ -1,0 +1,174 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// Result is what Measure measured.
+type Result struct {
+	// Saves is the number of turns appended (each one Append of two
+	// messages).
+	Saves int
+	// Duration is the wall-clock time of the whole run, loads included.
+	Duration time.Duration
+	// SavesPerSec is Saves / Duration.
+	SavesPerSec float64
+	// LoadP50 and LoadP99 are the median and 99th-percentile latency of
+	// Last(10), the load a window memory does before every turn.
+	LoadP50, LoadP99 time.Duration
+}
+
+// String formats r for a benchmark table.
+func (r Result) String() string {
+	return fmt.Sprintf("%d saves in %v: %.0f saves/s, load p50 %v, p99 %v",
+		r.Saves, r.Duration.Round(time.Millisecond), r.SavesPerSec, r.LoadP50, r.LoadP99)
+}
+
+// Measure runs conversations goroutines, each appending turns turns (a
+// human and an AI message, about 100 bytes each, in one Append) to its own
+// identity and loading Last(10) after each append, the way a window memory
+// uses a store. It returns the saves per second and the load latency
+// percentiles. The identities are fresh (a random user per call) and are
+// forgotten afterwards, outside the measured time, so Measure can run
+// against a shared store. It stops at the first error.
+func Measure(ctx context.Context, s store.Store, conversations int, turns int) (Result, error) {
+	if s == nil {
+		return Result{}, fmt.Errorf("%w: storetest.Measure: store is nil", store.ErrInvalidArgument)
+	}
+	if conversations < 1 || turns < 1 {
+		return Result{}, fmt.Errorf("%w: storetest.Measure: conversations (%d) and turns (%d) must be at least 1",
+			store.ErrInvalidArgument, conversations, turns)
+	}
+	run := randomHex(6)
+	ids := make([]memstack.Identity, conversations)
+	for i := range ids {
+		ids[i] = memstack.Identity{Tenant: "storetest-measure", User: run, Conversation: fmt.Sprint(i)}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	latencies := make([][]time.Duration, conversations)
+	errs := make([]error, conversations)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, id := range ids {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, turns)
+			defer func() { latencies[i] = lat }()
+			for n := range turns {
+				err := s.Append(ctx, id,
+					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d: what did we decide about the launch date and the budget?", n)},
+					llms.AIChatMessage{Content: fmt.Sprintf("turn %d: launch on the 14th, budget capped at 20k, review on Friday.", n)})
+				if err != nil {
+					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: append: %w", i, n, err)
+					cancel()
+					return
+				}
+				t0 := time.Now()
+				rs, err := s.Last(ctx, id, 10)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: Last(10): %w", i, n, err)
+					cancel()
+					return
+				}
+				if want := min(2*(n+1), 10); len(rs) != want {
+					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: Last(10) returned %d messages, want %d", i, n, len(rs), want)
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var cleanup []error
+	for _, id := range ids {
+		if err := s.Forget(context.WithoutCancel(ctx), id); err != nil {
+			cleanup = append(cleanup, fmt.Errorf("storetest.Measure: forgetting %s: %w", id, err))
+			break
+		}
+	}
+	if err := errors.Join(append(errs, cleanup...)...); err != nil {
+		return Result{}, err
+	}
+
+	var all []time.Duration
+	for _, l := range latencies {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	saves := conversations * turns
+	return Result{
+		Saves:       saves,
+		Duration:    elapsed,
+		SavesPerSec: float64(saves) / elapsed.Seconds(),
+		LoadP50:     percentile(all, 0.50),
+		LoadP99:     percentile(all, 0.99),
+	}, nil
+}
+
+// percentile returns the p-quantile of the sorted durations (nearest rank).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// Bench benchmarks the stores open returns with Measure, in the
+// sub-benchmarks "conversations=1" and "conversations=32". b.N is the total
+// number of saves (turns), spread over the conversations; each
+// sub-benchmark reports saves/s, load-p50-µs and load-p99-µs with
+// b.ReportMetric. Use it from a backend's benchmark:
+//
+//	func BenchmarkMyStore(b *testing.B) { storetest.Bench(b, opener) }
+//
+// and run go test -run '^$' -bench MyStore -benchtime 2000x.
+func Bench(b *testing.B, open Opener) {
+	b.Helper()
+	if open == nil {
+		b.Fatal("storetest.Bench: Opener is nil")
+	}
+	k := &kit{open: open, prefix: randomHex(4)}
+	for _, conversations := range []int{1, 32} {
+		b.Run(fmt.Sprintf("conversations=%d", conversations), func(b *testing.B) {
+			ns := fmt.Sprintf("bench%s_%d", k.prefix, k.n.Add(1))
+			s, err := open(b, ns)
+			if err != nil {
+				b.Fatalf("storetest.Bench: Opener(ns=%q): %v", ns, err)
+			}
+			if c, ok := s.(io.Closer); ok {
+				b.Cleanup(func() {
+					if err := c.Close(); err != nil {
+						b.Errorf("storetest.Bench: closing the store: %v", err)
+					}
+				})
+			}
+			turns := max((b.N+conversations-1)/conversations, 1)
+			b.ResetTimer()
+			res, err := Measure(context.Background(), s, conversations, turns)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.SavesPerSec, "saves/s")
+			b.ReportMetric(float64(res.LoadP50.Nanoseconds())/1e3, "load-p50-µs")
+			b.ReportMetric(float64(res.LoadP99.Nanoseconds())/1e3, "load-p99-µs")
+		})
+	}
+}
