@@ -8,6 +8,10 @@
 //     grouped with their results.
 //   - TokenWindow: the newest messages that fit in a token budget, same
 //     rules.
+//   - Summary: a running summary of everything older (from any
+//     summarizer.Summarizer: an llms.Model, or the offline extractive
+//     summarizer) plus the recent messages raw; one model call per batch,
+//     never per turn, optionally in the background.
 //
 // # Shared behaviour
 //

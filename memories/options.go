@@ -147,8 +147,9 @@ func WithStore(s store.Store) Option {
 	}
 }
 
-// WithTokenCounter sets how TokenWindow counts tokens (default: offline
-// cl100k_base, tokens.CL100K). A nil counter is an error.
+// WithTokenCounter sets how TokenWindow and Summary's token mode count
+// tokens (default: offline cl100k_base, tokens.CL100K). A nil counter is an
+// error.
 func WithTokenCounter(counter tokens.Counter) Option {
 	return func(c *config) {
 		if counter == nil {

@@ -4,7 +4,8 @@
 // Part 1 stacks two views of one conversation, the full transcript and the
 // last three messages, behind a single memory and shows what a prompt would
 // receive. Part 2 drops the same kind of stack into langchaingo's
-// conversation chain.
+// conversation chain. Part 3 keeps a running summary of older turns with
+// the offline summarizer.
 //
 //	go run ./examples/quickstart
 package main
@@ -24,6 +25,7 @@ import (
 
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/summarizer"
 )
 
 func main() {
@@ -42,7 +44,43 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== Part 2: inside a langchaingo conversation chain ==")
-	return inAChain(ctx, w)
+	if err := inAChain(ctx, w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Part 3: a running summary, offline ==")
+	return runningSummary(ctx, w)
+}
+
+// runningSummary keeps the last four messages raw and folds older ones into
+// a summary. The offline extractive summarizer needs no model; with a real
+// one, use summarizer.New(llm) instead.
+func runningSummary(ctx context.Context, w io.Writer) error {
+	mem, err := memories.NewSummary(summarizer.NewExtractive(),
+		memories.WithMaxMessages(4), memories.WithBatchSize(2))
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	for _, turn := range [][2]string{
+		{"Hi, I'm Ana from Lisbon.", "Welcome, Ana!"},
+		{"We decided to launch on 14 May.", "Noted: launch on 14 May."},
+		{"The budget is 5,040 euros.", "Budget noted."},
+		{"Can you book the venue?", "I will book LX Factory."},
+		{"Great, thanks.", "You're welcome."},
+	} {
+		if err := mem.SaveContext(ctx, map[string]any{"input": turn[0]}, map[string]any{"output": turn[1]}); err != nil {
+			return err
+		}
+	}
+	vars, err := mem.LoadMemoryVariables(ctx, nil)
+	if err != nil {
+		return err
+	}
+	st := mem.Stats()
+	fmt.Fprintf(w, "Summarizer calls: %d, messages folded: %d\n", st.Calls, st.MessagesFolded)
+	fmt.Fprintf(w, "Loaded %q variable:\n%s\n", "history", vars["history"])
+	return nil
 }
 
 // newStack returns a CombinedMemory of the full transcript (loaded under

@@ -30,6 +30,14 @@ func TestRunPrintsBothParts(t *testing.T) {
 		{"turn 3", "Q: Any book to read?\nA: Try The Go Programming Language.\n"},
 		{"recent after the chain", "Loaded \"recent\" variable:\n" +
 			"AI: Thirty minutes.\nHuman: Any book to read?\nAI: Try The Go Programming Language.\n"},
+		{"part 3 header", "== Part 3: a running summary, offline ==\n"},
+		// 10 messages, 4 kept raw, batches of at least 2 ending before a
+		// human message: folds after turns 3, 4 and 5.
+		{"summary stats", "Summarizer calls: 3, messages folded: 6\n"},
+		{"summary first", "Loaded \"history\" variable:\nSummary of earlier conversation: "},
+		{"facts kept", "14 May"},
+		{"budget kept", "5,040 euros"},
+		{"raw tail", "\nHuman: Can you book the venue?\nAI: I will book LX Factory.\nHuman: Great, thanks.\nAI: You're welcome.\n"},
 	}
 	rest := out
 	for _, w := range want {
@@ -39,5 +47,5 @@ func TestRunPrintsBothParts(t *testing.T) {
 		}
 		rest = rest[i+len(w.text):]
 	}
-	assert.True(t, strings.HasSuffix(out, "AI: Try The Go Programming Language.\n"), "output ends with the recent view")
+	assert.True(t, strings.HasSuffix(out, "AI: You're welcome.\n"), "output ends with the summary memory's raw tail")
 }

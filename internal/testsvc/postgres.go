@@ -212,7 +212,8 @@ func pgStart() (s *PostgresServer, missing bool, err error) {
 		}
 		uid, _ = strconv.Atoi(u.Uid)
 		gid, _ = strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+		// No supplementary groups: the server keeps none of root's.
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	root, err := os.MkdirTemp(pgTempParent(cred != nil), "memstack-pg-")
 	if err != nil {

@@ -25,6 +25,21 @@ func defaultConfig() config {
 	return config{prefix: DefaultTablePrefix, ns: DefaultNamespace}
 }
 
+// applyOptions returns the configuration opts give, or the first option's
+// error. Nil options are ignored.
+func applyOptions(opts []Option) (config, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
+
 var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,30}$`)
 
 // WithTablePrefix sets the prefix of the tables and the sequence the store

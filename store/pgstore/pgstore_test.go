@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -56,7 +57,9 @@ func open(tb testing.TB, opts ...pgstore.Option) *pgstore.Store {
 
 // opener gives every kit namespace its own table prefix (Forget crosses
 // namespaces, so namespaces sharing tables would not be independent) and
-// every call its own pool, so two calls are two independent clients.
+// every call its own pool, so two calls are two independent clients. The
+// pool has pgxpool's default size; PGSTORE_BENCH_CONNS=n sets
+// pool_max_conns, to compare pool sizes with BenchmarkPostgres.
 func opener(tb testing.TB, ns string) (store.Store, error) {
 	dsn := testsvc.Postgres(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -563,4 +566,116 @@ func TestCancelledMidCall(t *testing.T) {
 	last, err := s.Last(ctx, alice, 1)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"still works"}, contents(last))
+}
+
+// statOf computes what Stat must say from the records themselves.
+func statOf(rs []store.Record) store.Stat {
+	if len(rs) == 0 {
+		return store.Stat{}
+	}
+	return store.Stat{Count: len(rs), FirstSeq: rs[0].Seq, LastSeq: rs[len(rs)-1].Seq}
+}
+
+// TestStatMatchesRows drives one conversation through a random mix of
+// writes, checking after each that the O(1) Stat (the conversations row)
+// agrees with the rows themselves and that the contents match the
+// reference in-memory store.
+func TestStatMatchesRows(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { statMatchesRows(t, seed) })
+	}
+}
+
+func statMatchesRows(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	s := open(t, pgstore.WithTablePrefix(freshPrefix("stat")))
+	ref := store.NewInMemory()
+	rng := rand.New(rand.NewPCG(seed, 2))
+	n := 0
+	msg := func() llms.ChatMessage {
+		n++
+		if rng.IntN(5) == 0 {
+			return llms.SystemChatMessage{Content: fmt.Sprint("s", n)}
+		}
+		return human(fmt.Sprint("m", n))
+	}
+	for step := range 120 {
+		var op string
+		switch r := rng.IntN(10); {
+		case r < 6:
+			op = "Append"
+			msgs := make([]llms.ChatMessage, 1+rng.IntN(3))
+			for i := range msgs {
+				msgs[i] = msg()
+			}
+			require.NoError(t, s.Append(ctx, alice, msgs...))
+			require.NoError(t, ref.Append(ctx, alice, msgs...))
+		case r < 8:
+			op = "RemovePrefix"
+			rs, err := s.All(ctx, alice)
+			require.NoError(t, err)
+			refRs, err := ref.All(ctx, alice)
+			require.NoError(t, err)
+			if len(rs) == 0 {
+				continue
+			}
+			i := rng.IntN(len(rs))
+			got, err := s.RemovePrefix(ctx, alice, rs[i].Seq)
+			require.NoError(t, err)
+			want, err := ref.RemovePrefix(ctx, alice, refRs[i].Seq)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "step %d: RemovePrefix count", step)
+		case r < 9:
+			op = "Clear"
+			require.NoError(t, s.Clear(ctx, alice))
+			require.NoError(t, ref.Clear(ctx, alice))
+		default:
+			op = "Forget"
+			require.NoError(t, s.Forget(ctx, alice))
+			require.NoError(t, ref.Forget(ctx, alice))
+		}
+		rs, err := s.All(ctx, alice)
+		require.NoError(t, err)
+		st, err := s.Stat(ctx, alice)
+		require.NoError(t, err)
+		require.Equal(t, statOf(rs), st, "step %d after %s", step, op)
+		refRs, err := ref.All(ctx, alice)
+		require.NoError(t, err)
+		require.Equal(t, contents(refRs), contents(rs), "step %d after %s", step, op)
+	}
+}
+
+// TestStatUnderConcurrentWriters has two clients append and remove
+// prefixes of one conversation at once; afterwards Stat still agrees with
+// the rows and no acknowledged message that RemovePrefix could not have
+// removed is missing.
+func TestStatUnderConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("statc")
+	c1 := open(t, pgstore.WithTablePrefix(prefix))
+	c2 := open(t, pgstore.WithTablePrefix(prefix))
+	var wg sync.WaitGroup
+	for w, s := range []*pgstore.Store{c1, c2} {
+		wg.Go(func() {
+			for i := range 40 {
+				assert.NoError(t, s.Append(ctx, alice, human(fmt.Sprint(w, "-", i)), ai("ok")))
+				if i%7 == 6 {
+					st, err := s.Stat(ctx, alice)
+					assert.NoError(t, err)
+					_, err = s.RemovePrefix(ctx, alice, st.FirstSeq+2)
+					assert.NoError(t, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rs, err := c1.All(ctx, alice)
+	require.NoError(t, err)
+	for _, s := range []*pgstore.Store{c1, c2} {
+		st, err := s.Stat(ctx, alice)
+		require.NoError(t, err)
+		assert.Equal(t, statOf(rs), st)
+	}
+	last := rs[len(rs)-1].Message.GetContent()
+	assert.Equal(t, "ok", last)
 }

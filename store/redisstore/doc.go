@@ -50,7 +50,13 @@
 // and puts the system ones back in order; PutState compares and sets a
 // version; Clear and Forget delete keys. Last(n) is one LRANGE of the list's
 // tail (O(n)), All one LRANGE, Stat a script reading the list's length and
-// the Seqs of its ends (O(1), without sending message bodies back).
+// the Seqs of its ends (O(1), without sending message bodies back). Every
+// call is one round trip (Forget two).
+//
+// A window memory reads the same newest messages on every turn, so a Store
+// keeps the messages it decoded in a small LRU cache keyed by the exact
+// stored value (WithDecodeCache): a hit is always what decoding would give,
+// and nothing needs invalidating when Redis changes.
 //
 // # Sequence numbers
 //
@@ -81,7 +87,8 @@
 // # Failures
 //
 // New pings the server, bounded by its ctx, and fails with an error naming
-// the address. Every method returns an error naming the operation and the
+// the address (with go-redis's default retries an address where nothing
+// listens fails after about 2 s, or at ctx's deadline if that is sooner). Every method returns an error naming the operation and the
 // identity's key when Redis fails; when the server comes back the same Store
 // works again (go-redis reconnects by itself). go-redis bounds network I/O by
 // the ctx deadline only when the client has ContextTimeoutEnabled set, which

@@ -178,6 +178,9 @@ func (s *Store) Close() error {
 
 // String describes the store (address, prefix, namespace, TTL).
 func (s *Store) String() string {
+	if s == nil {
+		return "redisstore.Store(nil)"
+	}
 	return fmt.Sprintf("redisstore.Store(addr=%s, prefix=%q, namespace=%q, ttl=%sms)", s.addr, s.prefix, s.ns, s.ttlArg)
 }
 

@@ -120,6 +120,7 @@ func TestConformanceWithTTLAndNoCache(t *testing.T) {
 // are in different slots (CROSSSLOT), so passing shows that every key of
 // one identity shares one hash slot.
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel() // waits on its own server or the clock
 	srv := testsvc.StartRedisCluster(t)
 	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
@@ -240,6 +241,7 @@ func silentServer(t *testing.T) string {
 }
 
 func TestUnreachableServerFailsFast(t *testing.T) {
+	t.Parallel() // waits on its own server or the clock
 	port, err := testsvc.FreePort()
 	require.NoError(t, err)
 	closed := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
@@ -488,6 +490,7 @@ func pttl(t *testing.T, raw *redis.Client, key string) time.Duration {
 }
 
 func TestTTL(t *testing.T) {
+	t.Parallel() // waits on its own server or the clock
 	addr := testsvc.Redis(t)
 	ctx := context.Background()
 	raw := rawClient(t, addr)
@@ -495,7 +498,7 @@ func TestTTL(t *testing.T) {
 	const ttl = 10 * time.Second
 	recent := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace("recent"), redisstore.WithTTL(ttl))
 	k := keysOf(prefix, "recent", alice)
-	within := func(key string, d time.Duration) {
+	within := func(t *testing.T, key string, d time.Duration) {
 		t.Helper()
 		got := pttl(t, raw, key)
 		assert.True(t, got > d-2*time.Second && got <= d, "PTTL of %s is %v, want about %v", key, got, d)
@@ -506,7 +509,7 @@ func TestTTL(t *testing.T) {
 		_, err := recent.PutState(ctx, alice, "summary", []byte("greeting"), 0)
 		require.NoError(t, err)
 		for _, key := range []string{k.msgs, k.state, k.seq, k.nss} {
-			within(key, ttl)
+			within(t, key, ttl)
 		}
 	})
 
@@ -516,7 +519,7 @@ func TestTTL(t *testing.T) {
 		}
 		require.NoError(t, recent.Append(ctx, alice, human("still there?")))
 		for _, key := range []string{k.msgs, k.state, k.seq, k.nss} {
-			within(key, ttl)
+			within(t, key, ttl)
 		}
 	})
 
@@ -530,7 +533,7 @@ func TestTTL(t *testing.T) {
 		rs, err = recent.All(ctx, alice)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"pinned"}, contents(rs))
-		within(k.msgs, ttl)
+		within(t, k.msgs, ttl)
 	})
 
 	t.Run("a namespace without TTL keeps the shared keys forever", func(t *testing.T) {
@@ -544,7 +547,7 @@ func TestTTL(t *testing.T) {
 		require.NoError(t, recent.Append(ctx, alice, human("hi")))
 		assert.Equal(t, time.Duration(-1), pttl(t, raw, k.seq))
 		assert.Equal(t, time.Duration(-1), pttl(t, raw, k.nss))
-		within(k.msgs, ttl)
+		within(t, k.msgs, ttl)
 	})
 
 	t.Run("shared keys keep the longest TTL", func(t *testing.T) {
@@ -552,10 +555,10 @@ func TestTTL(t *testing.T) {
 		require.NoError(t, long.Append(ctx, bob, human("hi")))
 		require.NoError(t, recent.Append(ctx, bob, human("hi")))
 		b := keysOf(prefix, "recent", bob)
-		within(b.msgs, ttl)
-		within(keysOf(prefix, "long", bob).msgs, time.Hour)
-		within(b.seq, time.Hour)
-		within(b.nss, time.Hour)
+		within(t, b.msgs, ttl)
+		within(t, keysOf(prefix, "long", bob).msgs, time.Hour)
+		within(t, b.seq, time.Hour)
+		within(t, b.nss, time.Hour)
 	})
 
 	t.Run("expired conversations are gone and Seqs go on", func(t *testing.T) {
@@ -582,6 +585,7 @@ func TestTTL(t *testing.T) {
 }
 
 func TestServerKilledMidRunThenRestarted(t *testing.T) {
+	t.Parallel()                 // waits on its own server or the clock
 	srv := testsvc.StartRedis(t) // append-only file, fsync always
 	ctx := context.Background()
 	s := open(t, srv.Addr())
@@ -714,6 +718,7 @@ func TestServerKilledMidRunThenRestarted(t *testing.T) {
 }
 
 func TestContextDeadlineDuringCall(t *testing.T) {
+	t.Parallel() // waits on its own server or the clock
 	srv := testsvc.StartRedis(t)
 	s := open(t, srv.Addr())
 	raw := rawClient(t, srv.Addr())
