@@ -46,6 +46,10 @@ type config struct {
 	retryMin       time.Duration
 	retryMax       time.Duration
 	retrySet       bool
+
+	// Settings of the long-term layers, each owned by its type's file.
+	facts  factsSettings
+	recall recallSettings
 }
 
 const defaultCacheSize = 1024
