@@ -10,7 +10,7 @@ package memstack_test
 //   - BenchmarkLoad: LoadMemoryVariables alone, memstack's Buffer against
 //     langchaingo's ConversationBuffer.
 //
-// Reproduce (the numbers in the README come from this command, about 6
+// Reproduce (the numbers in the README come from this command, about 4
 // minutes on 2 cores):
 //
 //	go test -run '^$' -bench 'BenchmarkTurn|BenchmarkLoad' -benchmem -count 6 -benchtime 300ms . > bench-raw.txt
@@ -26,8 +26,8 @@ package memstack_test
 // break (BenchmarkLoad, and BenchmarkTurn for the windowed memories) report
 // cpu-ns/op: the CPU time of the whole process (all threads, GC included)
 // per op, from getrusage. On a shared machine wall time also counts the
-// time the benchmark waited for a core; CPU time does not, so it is the
-// steadier figure when other work runs alongside. It is left out where the
+// time the benchmark waited for a core; CPU time does not, so it is less
+// sensitive to other work running alongside. It is left out where the
 // loop stops the timer to rebuild a memory: the kernel books other
 // threads' CPU time (the GC's, for one) late, so what they spent during the
 // break would be counted as spent in the loop. (getrusage is why this file
