@@ -22,6 +22,63 @@
 //     fails, so a message is never silently dropped.
 //   - Clear: clears every child, like SaveContext.
 //   - GetMemoryKey: the first child's key.
+//
+// # One token budget across layers
+//
+// WithTokenBudget(n) makes every load fit the merged variables in n tokens
+// in total (counted with a tokens.Counter, cl100k_base by default). Each
+// child has a priority (WithPriorities; by default list order, the first
+// child highest). When the variables do not fit, items are dropped from the
+// lowest-priority child first — all of its items, in its own drop order,
+// before anything of the next child — until they fit; among equal
+// priorities the later child is trimmed first. Items are dropped whole,
+// never half a message, and what was dropped is reported (WithTrimHook, and
+// observe Reports with observe.ReasonBudget). MemoryVariables never
+// changes: a variable trimmed to nothing is loaded empty.
+//
+// What an item is depends on the child:
+//
+//   - A child that implements Itemizer (memstack's Buffer, RecentN,
+//     TokenWindow and Summary) is loaded as a list of items — one per
+//     message, an AI message that calls tools grouped with its results, a
+//     Summary's summary line as one item — and says in which order they go:
+//     windows drop the oldest messages first and system messages last;
+//     Summary its oldest raw messages, then the summary, then system
+//     messages. This is the only way to trim a rendered string safely: a
+//     message may span several lines, so trimming a string by lines could
+//     split it.
+//   - Any other child (langchaingo's memories, your own) is loaded with
+//     LoadMemoryVariables. A []llms.ChatMessage value is trimmed message by
+//     message with the same rules (oldest first, system messages last, tool
+//     calls with their results); any other value is kept or dropped whole
+//     (a dropped value loads as "").
+//
+// Counting: the total is the sum over the merged variables of each one's
+// tokens — a string as is, a []llms.ChatMessage as llms.GetBufferString
+// renders it with the default prefixes, another value as fmt.Sprint renders
+// it. The budget plans with per-item counts (cached), then counts the
+// rendered variables exactly and drops more if needed, so the total never
+// exceeds n by the counter's measure; when the plan was pessimistic it
+// takes back the last items dropped while they still fit. A later child's
+// variable that overrides an earlier child's is the only one counted.
+//
+// Cost: a budgeted load renders its Itemizer children message by message
+// (Buffer's incremental rendering does not apply) and counts what it
+// returns — about n tokens — once more, exactly.
+//
+// # Observability
+//
+// WithObserver(sink) reports every call of every child to sink as one
+// observe.Report per child per operation: the layer's name (WithLayerNames;
+// by default "<position>:<type>", such as "1:RecentN"), the identity's hash
+// (observe.IdentityHash: the context's identity or the child's default),
+// the items the child injected and dropped with the reason and score, its
+// tokens, the call's duration and the model calls it made. Children record
+// these through the observe.Recorder in their context; with a budget, the
+// combined memory records the items it kept and dropped. Reports are sent
+// after the call, in list order, on the caller's goroutine. Without an
+// observer no Recorder is made and nothing is recorded: the calls cost what
+// they cost before.
 package combined
 
 import (
@@ -34,6 +91,8 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
+
+	"github.com/memstack/memstack/observe"
 )
 
 // ErrInvalid is wrapped by errors about New's arguments.
@@ -54,6 +113,9 @@ type MessageAdder interface {
 type Memory struct {
 	children []schema.Memory
 	vars     []string
+	layers   []string     // layer names, one per child
+	sink     observe.Sink // nil: not observed
+	budget   *budget      // nil: no budget
 }
 
 var (
@@ -65,7 +127,13 @@ var (
 // Option configures New.
 type Option func(*options)
 
-type options struct{ strict bool }
+type options struct {
+	strict bool
+	budget *budgetConfig
+	sink   observe.Sink
+	names  []string
+	errs   []error
+}
 
 // WithStrictKeys makes New reject children whose variables collide, with an
 // error naming both children and the key, instead of letting the later
@@ -82,10 +150,13 @@ func New(list []schema.Memory, opts ...Option) (*Memory, error) {
 		}
 		opt(&o)
 	}
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, err
+	}
 	if len(list) == 0 {
 		return nil, fmt.Errorf("%w: the list of memories is empty", ErrInvalid)
 	}
-	m := &Memory{children: make([]schema.Memory, len(list))}
+	m := &Memory{children: make([]schema.Memory, len(list)), sink: o.sink}
 	owner := map[string]int{}
 	for i, c := range list {
 		if isNil(c) {
@@ -102,6 +173,18 @@ func New(list []schema.Memory, opts ...Option) (*Memory, error) {
 			owner[v] = i
 			m.vars = append(m.vars, v)
 		}
+	}
+	layers, err := layerNames(m.children, o.names)
+	if err != nil {
+		return nil, err
+	}
+	m.layers = layers
+	if o.budget != nil {
+		b, err := newBudget(o.budget, len(m.children))
+		if err != nil {
+			return nil, err
+		}
+		m.budget = b
 	}
 	return m, nil
 }
@@ -140,27 +223,63 @@ func (m *Memory) MemoryVariables(context.Context) []string {
 	return append([]string(nil), m.vars...)
 }
 
-// each runs f for every child (or for the children where pick is true)
-// concurrently and joins the failures, each naming its child.
-func (m *Memory) each(f func(i int, c schema.Memory) error) error {
+// each runs f for every child (but those skip says to skip)
+// concurrently and joins the failures, each naming its child. With reports
+// (one per child; nil when not observed) each child runs with its own
+// observe.Recorder for op in its context, and its finished Report is
+// stored in reports.
+func (m *Memory) each(ctx context.Context, op string, skip func(schema.Memory) bool, reports []observe.Report,
+	f func(ctx context.Context, i int, c schema.Memory) error) error {
 	errs := make([]error, len(m.children))
 	var wg sync.WaitGroup
 	for i, c := range m.children {
+		if skip != nil && skip(c) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			cctx := ctx
+			var rec *observe.Recorder
+			var raw error
+			if reports != nil {
+				rec = observe.StartRecorder(op, m.layers[i], observe.IdentityHash(ctx, c))
+				cctx = observe.WithRecorder(ctx, rec)
+			}
 			defer func() {
 				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("%s: panic: %v", m.name(i), r)
+					raw = fmt.Errorf("panic: %v", r)
+					errs[i] = fmt.Errorf("%s: %w", m.name(i), raw)
+				}
+				if rec != nil {
+					reports[i] = rec.FinishNow(raw)
 				}
 			}()
-			if err := f(i, c); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", m.name(i), err)
+			if raw = f(cctx, i, c); raw != nil {
+				errs[i] = fmt.Errorf("%s: %w", m.name(i), raw)
 			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// newReports returns the slots for one call's reports, or nil when m is
+// not observed.
+func (m *Memory) newReports() []observe.Report {
+	if m.sink == nil {
+		return nil
+	}
+	return make([]observe.Report, len(m.children))
+}
+
+// emit sends the reports of the children that ran, in list order.
+func (m *Memory) emit(ctx context.Context, reports []observe.Report) {
+	for i := range reports {
+		if reports[i].Op != "" {
+			m.sink.Observe(ctx, reports[i])
+		}
+	}
 }
 
 // SaveContext gives the turn to every child, concurrently. It returns the
@@ -169,21 +288,33 @@ func (m *Memory) SaveContext(ctx context.Context, inputs, outputs map[string]any
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return m.each(func(_ int, c schema.Memory) error { return c.SaveContext(ctx, inputs, outputs) })
+	reports := m.newReports()
+	err := m.each(ctx, observe.OpSave, nil, reports, func(ctx context.Context, _ int, c schema.Memory) error {
+		return c.SaveContext(ctx, inputs, outputs)
+	})
+	m.emit(ctx, reports)
+	return err
 }
 
 // LoadMemoryVariables loads every child concurrently and merges the results
-// in list order; on a key collision the later child's value wins.
+// in list order; on a key collision the later child's value wins. With
+// WithTokenBudget the merged variables are then trimmed to the budget (see
+// the package documentation).
 func (m *Memory) LoadMemoryVariables(ctx context.Context, inputs map[string]any) (map[string]any, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
+	if m.budget != nil {
+		return m.loadBudgeted(ctx, inputs)
+	}
+	reports := m.newReports()
 	results := make([]map[string]any, len(m.children))
-	err := m.each(func(i int, c schema.Memory) error {
+	err := m.each(ctx, observe.OpLoad, nil, reports, func(ctx context.Context, i int, c schema.Memory) error {
 		v, err := c.LoadMemoryVariables(ctx, inputs)
 		results[i] = v
 		return err
 	})
+	m.emit(ctx, reports)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +323,39 @@ func (m *Memory) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 		for k, v := range r {
 			merged[k] = v
 		}
+	}
+	return merged, nil
+}
+
+// loadBudgeted loads every child — an Itemizer as items — and trims the
+// result to the budget.
+func (m *Memory) loadBudgeted(ctx context.Context, inputs map[string]any) (map[string]any, error) {
+	reports := m.newReports()
+	res := make([]loaded, len(m.children))
+	err := m.each(ctx, observe.OpLoad, nil, reports, func(ctx context.Context, i int, c schema.Memory) error {
+		if it, ok := c.(Itemizer); ok {
+			items, err := it.LoadItems(ctx, inputs)
+			if err != nil {
+				return err
+			}
+			res[i].items = &items
+			return nil
+		}
+		v, err := c.LoadMemoryVariables(ctx, inputs)
+		if v == nil {
+			v = map[string]any{}
+		}
+		res[i].vars = v
+		return err
+	})
+	if err != nil {
+		m.emit(ctx, reports)
+		return nil, err
+	}
+	merged, err := m.trim(ctx, res, reports)
+	m.emit(ctx, reports)
+	if err != nil {
+		return nil, err
 	}
 	return merged, nil
 }
@@ -213,12 +377,17 @@ func (m *Memory) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if takers == 0 {
 		return ErrNoMessageTaker
 	}
-	return m.each(func(_ int, c schema.Memory) error {
-		if a, ok := c.(MessageAdder); ok {
-			return a.AddMessage(ctx, msg)
-		}
-		return nil
+	reports := m.newReports()
+	err := m.each(ctx, observe.OpAdd, notTaker, reports, func(ctx context.Context, _ int, c schema.Memory) error {
+		return c.(MessageAdder).AddMessage(ctx, msg)
 	})
+	m.emit(ctx, reports)
+	return err
+}
+
+func notTaker(c schema.Memory) bool {
+	_, ok := c.(MessageAdder)
+	return !ok
 }
 
 // Clear clears every child, concurrently, and returns the joined failures.
@@ -226,14 +395,23 @@ func (m *Memory) Clear(ctx context.Context) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return m.each(func(_ int, c schema.Memory) error { return c.Clear(ctx) })
+	reports := m.newReports()
+	err := m.each(ctx, observe.OpClear, nil, reports, func(ctx context.Context, _ int, c schema.Memory) error {
+		return c.Clear(ctx)
+	})
+	m.emit(ctx, reports)
+	return err
 }
 
 // String describes the combined memory and, indented below it, each child
 // (its String method if it has one, else its Go type).
 func (m *Memory) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "CombinedMemory(%d children, variables=%q)", len(m.children), m.vars)
+	fmt.Fprintf(&b, "CombinedMemory(%d children, variables=%q", len(m.children), m.vars)
+	if m.budget != nil {
+		fmt.Fprintf(&b, ", token_budget=%d", m.budget.n)
+	}
+	b.WriteString(")")
 	for _, c := range m.children {
 		s := fmt.Sprintf("%T", c)
 		if st, ok := c.(fmt.Stringer); ok {

@@ -9,6 +9,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
@@ -37,6 +38,7 @@ type rendered struct {
 	mu   sync.Mutex
 	stat store.Stat
 	sb   strings.Builder
+	seqs []int64 // the Seqs rendered, in order (for reports)
 }
 
 var (
@@ -82,14 +84,18 @@ func (b *Buffer) LoadMemoryVariables(ctx context.Context, _ map[string]any) (map
 	if err != nil {
 		return nil, err
 	}
+	rec := observe.FromContext(ctx)
 	if b.cfg.returnMessages || b.cache == nil {
 		recs, err := b.cfg.store.All(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("memstack: loading history: %w", err)
 		}
+		if rec.Enabled() {
+			recordMessages(rec, nil, recs)
+		}
 		return b.variables(messagesOf(recs))
 	}
-	s, err := b.renderedHistory(ctx, id)
+	s, err := b.renderedHistory(ctx, id, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +103,8 @@ func (b *Buffer) LoadMemoryVariables(ctx context.Context, _ map[string]any) (map
 }
 
 // renderedHistory brings id's cached rendering up to date with the store
-// and returns it.
-func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity) (string, error) {
+// and returns it; with a Recorder, it notes the messages rendered.
+func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity, rec *observe.Recorder) (_ string, err error) {
 	r, ok := b.cache.Get(id)
 	if !ok {
 		r = &rendered{}
@@ -108,6 +114,13 @@ func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity) (str
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rec.Enabled() {
+		defer func() {
+			if err == nil {
+				recordSeqs(rec, r.seqs)
+			}
+		}()
+	}
 	st, err := b.cfg.store.Stat(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("memstack: loading history: %w", err)
@@ -137,6 +150,7 @@ func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity) (str
 	}
 	r.sb = strings.Builder{}
 	r.stat = store.Stat{}
+	r.seqs = r.seqs[:0]
 	if err := b.renderInto(r, recs); err != nil {
 		return "", err
 	}
@@ -149,7 +163,7 @@ func (b *Buffer) renderInto(r *rendered, recs []store.Record) error {
 	for _, rec := range recs {
 		line, err := adapter.RenderLine(rec.Message, b.cfg.humanPrefix, b.cfg.aiPrefix)
 		if err != nil {
-			r.sb, r.stat = strings.Builder{}, store.Stat{}
+			r.sb, r.stat, r.seqs = strings.Builder{}, store.Stat{}, r.seqs[:0]
 			return err
 		}
 		if r.stat.Count > 0 {
@@ -158,6 +172,7 @@ func (b *Buffer) renderInto(r *rendered, recs []store.Record) error {
 			r.stat.FirstSeq = rec.Seq
 		}
 		r.sb.WriteString(line)
+		r.seqs = append(r.seqs, rec.Seq)
 		r.stat.Count++
 		r.stat.LastSeq = rec.Seq
 	}

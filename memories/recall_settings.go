@@ -1,4 +1,23 @@
 package memories
 
+import (
+	"time"
+
+	"github.com/memstack/memstack/retrieval"
+)
+
 // recallSettings holds the options of the Recall memory (see recall.go).
-type recallSettings struct{}
+type recallSettings struct {
+	k             int
+	kSet          bool
+	threshold     float64
+	thresholdSet  bool
+	neighbours    int
+	excludeRecent int
+	index         retrieval.Index
+	// indexBy lists the options that chose an index: choosing twice is
+	// an error.
+	indexBy []string
+	timeout time.Duration
+	hook    func(RecallEvent)
+}

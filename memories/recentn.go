@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
@@ -106,7 +107,12 @@ func (m *RecentN) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	if err != nil {
 		return nil, err
 	}
-	return m.variables(m.window(recs).messages())
+	w := m.window(recs)
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		recordMessages(rec, nil, w.system, w.window)
+		recordOutside(rec, nil, w.outside)
+	}
+	return m.variables(w.messages())
 }
 
 // Clear removes the messages of the identity in ctx, and only that one.

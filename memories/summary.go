@@ -14,6 +14,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/summarizer"
 	"github.com/memstack/memstack/tokens"
@@ -313,6 +314,12 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 		return nil, err
 	}
 	system, rest := unsummarized(recs, st.Through)
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		if st.Summary != "" {
+			rec.Injected(observe.Item{Kind: kindSummary, ID: seqID(st.Through)})
+		}
+		recordMessages(rec, nil, system, rest)
+	}
 	msgs := make([]llms.ChatMessage, 0, len(system)+len(rest)+1)
 	if m.cfg.returnMessages && st.Summary != "" {
 		msgs = append(msgs, llms.SystemChatMessage{Content: SummaryPrefix + st.Summary})
@@ -549,8 +556,14 @@ func (m *Summary) kick(ctx context.Context, id identity) {
 	e := m.entryLocked(id)
 	e.worker, e.dirty = true, true
 	// The worker outlives the call: keep ctx's values (the identity,
-	// tracing), drop its cancellation; Close cancels the worker.
-	go m.work(context.WithoutCancel(ctx), id, e)
+	// tracing), drop its cancellation; Close cancels the worker. The
+	// call's observe.Recorder is dropped too: the call's report is done
+	// before the worker summarizes.
+	wctx := context.WithoutCancel(ctx)
+	if observe.FromContext(ctx) != nil {
+		wctx = observe.WithRecorder(wctx, nil)
+	}
+	go m.work(wctx, id, e)
 }
 
 // work is id's background worker: it summarizes while messages keep
@@ -618,6 +631,9 @@ func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
 	n := len(p.batch)
 	start := time.Now()
 	m.calls.Add(1)
+	if _, offline := m.sum.(*summarizer.Extractive); !offline {
+		observe.FromContext(ctx).LLMCall(1)
+	}
 	text, err := m.sum.Summarize(ctx, p.prev.Summary, p.batch)
 	took := time.Since(start)
 	if err == nil && strings.TrimSpace(text) == "" {

@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/llms"
@@ -154,7 +155,13 @@ func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any)
 	if err != nil {
 		return nil, err
 	}
-	return m.variables(m.window(id, recs).messages())
+	w := m.window(id, recs)
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		cost := m.cost(id)
+		recordMessages(rec, cost, w.system, w.window)
+		recordOutside(rec, cost, w.outside)
+	}
+	return m.variables(w.messages())
 }
 
 // Clear removes the messages of the identity in ctx, and only that one.

@@ -98,6 +98,9 @@ type windowed struct {
 	// of them (0 if none).
 	dropped     int
 	lastDropped int64
+	// outside holds the non-system messages before the window (for
+	// reports).
+	outside []store.Record
 }
 
 func (w windowed) messages() []llms.ChatMessage {
@@ -114,7 +117,7 @@ func (w windowed) messages() []llms.ChatMessage {
 func choose(recs []store.Record, budget func(system []store.Record) int, cost func(store.Record) int) windowed {
 	system, rest := split(recs)
 	start, lastGroup := newestFit(rest, budget(system), cost)
-	w := windowed{system: system, window: rest[start:], dropped: start}
+	w := windowed{system: system, window: rest[start:], dropped: start, outside: rest[:start]}
 	// The newest group, if it is a tool call, may still be joined by more
 	// results: even when it does not fit now it must stay in the store, or
 	// a later result would be left without its call. Only what precedes it

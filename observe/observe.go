@@ -13,7 +13,8 @@
 //     of a nil *Recorder is a no-op — recording costs nothing when it is off.
 //   - Observers emit. Whoever calls the layer (combined.Memory with
 //     combined.WithObserver, or Wrap around a single memory) puts a fresh
-//     Recorder in the context, times the call, and hands the finished
+//     Recorder in the context (StartRecorder, naming the identity with
+//     IdentityHash), times the call (FinishNow), and hands the finished
 //     Report to a Sink: a plain Go func (SinkFunc), log/slog (Slog), or
 //     OpenTelemetry spans and metrics (OTel).
 //
@@ -43,6 +44,7 @@ const (
 	ReasonRank           = "below_top_k"     // ranked after the top k
 	ReasonShownElsewhere = "shown_by_recent" // already shown by a recent window
 	ReasonSuperseded     = "superseded"      // a newer value replaced it
+	ReasonOverridden     = "overridden_key"  // a later layer loads the same variable
 )
 
 // Item is one thing a layer injected or dropped. It names the thing, never
@@ -83,6 +85,10 @@ type Report struct {
 	EmbeddingCalls int
 	// Err is the call's error, if any.
 	Err error
+	// Start is when the call started: set by StartRecorder, zero with
+	// NewRecorder (sinks then take the end as now and the start as
+	// Duration before it).
+	Start time.Time
 }
 
 // Recorder collects one call's Report. All methods are safe for concurrent
@@ -96,6 +102,12 @@ type Recorder struct {
 // identity with hash idHash.
 func NewRecorder(op, layer, idHash string) *Recorder {
 	return &Recorder{r: Report{Op: op, Layer: layer, IdentityHash: idHash}}
+}
+
+// StartRecorder is NewRecorder that also notes the start time, for
+// FinishNow and for the span start of the OTel sink.
+func StartRecorder(op, layer, idHash string) *Recorder {
+	return &Recorder{r: Report{Op: op, Layer: layer, IdentityHash: idHash, Start: time.Now()}}
 }
 
 type recorderKey struct{}
@@ -182,6 +194,22 @@ func (r *Recorder) Finish(d time.Duration, err error) Report {
 	out.Injected = append([]Item(nil), r.r.Injected...)
 	out.Dropped = append([]Item(nil), r.r.Dropped...)
 	return out
+}
+
+// FinishNow is Finish with the duration since StartRecorder (0 for a
+// Recorder from NewRecorder).
+func (r *Recorder) FinishNow(err error) Report {
+	if r == nil {
+		return Report{}
+	}
+	var d time.Duration
+	r.mu.Lock()
+	start := r.r.Start
+	r.mu.Unlock()
+	if !start.IsZero() {
+		d = time.Since(start)
+	}
+	return r.Finish(d, err)
 }
 
 // Sink receives finished Reports. Implementations must be safe for

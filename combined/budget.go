@@ -1,0 +1,714 @@
+package combined
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack/observe"
+	"github.com/memstack/memstack/tokens"
+)
+
+// Itemizer is implemented by memories whose loaded variable is a list of
+// items that a token budget (WithTokenBudget) can trim whole: a child that
+// implements it is loaded with LoadItems instead of LoadMemoryVariables when
+// the combined memory has a budget. Buffer, RecentN, TokenWindow and Summary
+// in package memories implement it.
+//
+// The contract:
+//
+//   - LoadItems loads what LoadMemoryVariables would, for the same context
+//     and inputs, as one variable (Items.Key) made of items (Items.List),
+//     in the order they appear in the variable.
+//   - Items.Render(keep) returns the variable's value made of the items
+//     whose keep entry is true (keep has one entry per item of List). With
+//     every entry true it returns exactly what LoadMemoryVariables returns
+//     under Key; with none true it returns an empty value ("" or an empty
+//     slice). It may be called several times, and concurrently with other
+//     children's calls, but not concurrently with itself.
+//   - Each Item's Text is the item's text as it appears in the variable
+//     (a message's rendered line or lines): the budget counts it to plan
+//     what to drop, then counts the rendered result exactly.
+//   - Priority orders dropping within the child: the item with the lowest
+//     Priority is dropped first, and among equal priorities the one listed
+//     first. Items with the same non-zero Group are kept or dropped
+//     together (an AI message that calls tools with the tool results that
+//     follow it).
+//   - LoadItems records on the observe.Recorder in its context only what
+//     the budget cannot know: items it left out itself (a window's older
+//     messages, with their reason), model calls. The combined memory
+//     records the items it keeps as Injected, those it drops as Dropped with
+//     observe.ReasonBudget, and the variable's tokens.
+//
+// The orders memstack's layers use: windows (Buffer, RecentN, TokenWindow)
+// drop the oldest messages first and system messages last (Priority 0 for
+// other messages, 1 for system messages); Summary drops its oldest raw
+// messages, then the summary line (one item), then system messages. Layers
+// written later follow the same scheme: Recall drops the lowest score first
+// (Priority = score), Facts the oldest fact first (Priority rising with the
+// time a fact became valid).
+type Itemizer interface {
+	LoadItems(ctx context.Context, inputs map[string]any) (Items, error)
+}
+
+// Items is one variable loaded as items (see Itemizer).
+type Items struct {
+	// Key is the variable's name (the memory key).
+	Key string
+	// List holds the items in the order they appear in the variable.
+	List []Item
+	// Render returns the variable's value made of the items whose keep
+	// entry is true.
+	Render func(keep []bool) (any, error)
+}
+
+// Item is one piece of a variable that the budget keeps or drops whole.
+type Item struct {
+	// Text is the item's text as it appears in the variable.
+	Text string
+	// Kind, ID and Score name the item in reports (see observe.Item):
+	// "message" and its Seq, "summary", "fact" and its key...
+	Kind  string
+	ID    string
+	Score float64
+	// Priority: lower is dropped first; ties go by position, earlier first.
+	Priority float64
+	// Group: items with the same non-zero Group are kept or dropped
+	// together.
+	Group int
+}
+
+// Trim is what the token budget did in one load; WithTrimHook receives it.
+type Trim struct {
+	// Budget is the budget in tokens.
+	Budget int
+	// Tokens is the size of the merged variables after trimming
+	// (at most Budget).
+	Tokens int
+	// Dropped lists every item dropped to fit, in the order dropped.
+	Dropped []Dropped
+}
+
+// Dropped is one item the budget dropped.
+type Dropped struct {
+	// Child is the child's position in the list (0-based) and Layer its
+	// name (see WithLayerNames).
+	Child int
+	Layer string
+	// Key is the variable the item belonged to.
+	Key string
+	// Item names the item; its Reason is observe.ReasonBudget and its
+	// Tokens the item's own size.
+	Item observe.Item
+}
+
+// BudgetOption configures WithTokenBudget.
+type BudgetOption func(*budgetConfig)
+
+type budgetConfig struct {
+	n          int
+	priorities []int
+	counter    tokens.Counter
+	hook       func(context.Context, Trim)
+	errs       []error
+}
+
+func (b *budgetConfig) bad(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
+}
+
+// WithTokenBudget makes every load fit the merged variables in n tokens in
+// total. When they do not fit, whole items are dropped — never part of a
+// message — from the lowest-priority child first (see WithPriorities),
+// until they fit; MemoryVariables does not change, and a variable trimmed
+// to nothing is loaded empty ("" or an empty []llms.ChatMessage). See the
+// package documentation for how each kind of child is trimmed and counted.
+// n < 1 is an error.
+func WithTokenBudget(n int, opts ...BudgetOption) Option {
+	return func(o *options) {
+		b := &budgetConfig{n: n}
+		if n < 1 {
+			b.bad("WithTokenBudget(%d): the budget must be at least 1 token", n)
+		}
+		for i, opt := range opts {
+			if opt == nil {
+				b.bad("WithTokenBudget: budget option %d of %d is nil", i+1, len(opts))
+				continue
+			}
+			opt(b)
+		}
+		o.errs = append(o.errs, b.errs...)
+		o.budget = b
+	}
+}
+
+// WithPriorities sets each child's priority, in list order (one per child;
+// a different count is an error). A child with a lower priority is trimmed
+// before one with a higher priority; among equal priorities the later
+// child is trimmed first. The default is list order: the first child has
+// the highest priority.
+func WithPriorities(p ...int) BudgetOption {
+	return func(b *budgetConfig) {
+		b.priorities = append([]int{}, p...)
+	}
+}
+
+// WithTokenCounter sets how the budget counts tokens (default: offline
+// cl100k_base, tokens.CL100K). A nil counter is an error.
+func WithTokenCounter(c tokens.Counter) BudgetOption {
+	return func(b *budgetConfig) {
+		if c == nil {
+			b.bad("WithTokenCounter(nil): the counter must not be nil")
+			return
+		}
+		b.counter = c
+	}
+}
+
+// WithTrimHook sets a function called after every budgeted load that
+// succeeded, with what the budget dropped (possibly nothing) and the final
+// size. It runs on the caller's goroutine before LoadMemoryVariables
+// returns, so it must be quick; it may be called concurrently by
+// concurrent loads. A nil hook is an error.
+func WithTrimHook(hook func(ctx context.Context, t Trim)) BudgetOption {
+	return func(b *budgetConfig) {
+		if hook == nil {
+			b.bad("WithTrimHook(nil): the hook must not be nil")
+			return
+		}
+		b.hook = hook
+	}
+}
+
+// budget is a combined memory's configured budget.
+type budget struct {
+	n          int
+	priorities []int // one per child; higher is kept longer
+	counter    tokens.Counter
+	hook       func(context.Context, Trim)
+	counts     *lru.Cache[string, int] // token counts of item texts
+}
+
+// tokenCacheSize is how many item texts a budget keeps token counts for,
+// and maxCachedText the longest text it caches (longer ones are counted
+// every time, which their counting dominates anyway; the cap bounds the
+// memory the cache holds).
+const (
+	tokenCacheSize = 8192
+	maxCachedText  = 4096
+)
+
+func newBudget(cfg *budgetConfig, children int) (*budget, error) {
+	b := &budget{n: cfg.n, counter: cfg.counter, hook: cfg.hook}
+	if cfg.priorities != nil {
+		if len(cfg.priorities) != children {
+			return nil, fmt.Errorf("%w: WithPriorities: %d priorities for %d children (give one per child)", ErrInvalid, len(cfg.priorities), children)
+		}
+		b.priorities = cfg.priorities
+	} else {
+		b.priorities = make([]int, children)
+		for i := range b.priorities {
+			b.priorities[i] = children - i
+		}
+	}
+	if b.counter == nil {
+		c, err := tokens.CL100K()
+		if err != nil {
+			return nil, fmt.Errorf("combined: WithTokenBudget: %w", err)
+		}
+		b.counter = c
+	}
+	b.counts, _ = lru.New[string, int](tokenCacheSize)
+	return b, nil
+}
+
+// count returns the tokens of an item's text, cached.
+func (b *budget) count(text string) int {
+	if text == "" {
+		return 0
+	}
+	if len(text) > maxCachedText {
+		return b.counter.CountTokens(text)
+	}
+	if n, ok := b.counts.Get(text); ok {
+		return n
+	}
+	n := b.counter.CountTokens(text)
+	b.counts.Add(text, n)
+	return n
+}
+
+// size returns the exact tokens of a loaded value: a string as is, a
+// []llms.ChatMessage as llms.GetBufferString renders it with the default
+// prefixes, anything else as fmt.Sprint renders it.
+func (b *budget) size(v any) int {
+	switch x := v.(type) {
+	case nil:
+		return 0
+	case string:
+		if x == "" {
+			return 0
+		}
+		return b.counter.CountTokens(x)
+	case []llms.ChatMessage:
+		if len(x) == 0 {
+			return 0
+		}
+		if s, err := llms.GetBufferString(x, "Human", "AI"); err == nil {
+			return b.counter.CountTokens(s)
+		}
+		n := 0
+		for _, m := range x {
+			if m != nil {
+				n += b.counter.CountTokens(m.GetContent()) + 1
+			}
+		}
+		return n
+	default:
+		return b.counter.CountTokens(fmt.Sprint(x))
+	}
+}
+
+// loaded is one child's result in a budgeted load.
+type loaded struct {
+	items  *Items         // an Itemizer's items
+	vars   map[string]any // any other child's variables
+	report observe.Report // when observed
+}
+
+// variable is one variable of one child, as the budget sees it.
+type variable struct {
+	child   int
+	key     string
+	items   []Item
+	render  func(keep []bool) (any, error)
+	keep    []bool
+	whole   bool // a foreign value kept or dropped whole
+	itemize bool // from an Itemizer
+	winner  bool // its value is the one merged under key
+	value   any
+	size    int
+}
+
+// unit is what the budget keeps or drops: the items of one group.
+type unit struct {
+	v       int   // index of the variable
+	members []int // item indices
+	cost    int   // estimated tokens
+	prio    float64
+	first   int
+}
+
+// trim fits the children's loaded variables into the budget and returns
+// the merged variables. reports, when not nil, are completed with what was
+// injected and dropped.
+func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Report) (map[string]any, error) {
+	b := m.budget
+	vars, err := m.variables(res)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]int{}
+	for i := range vars {
+		owner[vars[i].key] = i
+	}
+	for i := range vars {
+		vars[i].winner = owner[vars[i].key] == i
+	}
+
+	// The units of each child in its drop order, the children in trim
+	// order (lowest priority first; ties: the later child first).
+	perChild := make([][]unit, len(m.children))
+	total := 0
+	for vi := range vars {
+		v := &vars[vi]
+		if !v.winner {
+			continue
+		}
+		us := units(b, vi, v)
+		for _, u := range us {
+			total += u.cost
+		}
+		perChild[v.child] = append(perChild[v.child], us...)
+	}
+	order := make([]int, len(m.children))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		px, py := b.priorities[order[x]], b.priorities[order[y]]
+		if px != py {
+			return px < py
+		}
+		return order[x] > order[y]
+	})
+	var seq []unit
+	for _, c := range order {
+		us := perChild[c]
+		sort.SliceStable(us, func(x, y int) bool {
+			if us[x].prio != us[y].prio {
+				return us[x].prio < us[y].prio
+			}
+			if us[x].v != us[y].v {
+				return us[x].v < us[y].v
+			}
+			return us[x].first < us[y].first
+		})
+		seq = append(seq, us...)
+	}
+
+	// Plan with the estimates, then correct with exact counts: drop more
+	// while over the budget, take back while it still fits.
+	k := 0
+	for total > b.n && k < len(seq) {
+		total -= seq[k].cost
+		k++
+	}
+	for vi := range vars {
+		v := &vars[vi]
+		if !v.winner {
+			continue
+		}
+		v.keep = make([]bool, len(v.items))
+		for i := range v.keep {
+			v.keep[i] = true
+		}
+	}
+	for _, u := range seq[:k] {
+		for _, i := range u.members {
+			vars[u.v].keep[i] = false
+		}
+	}
+	exact := 0
+	for vi := range vars {
+		if vars[vi].winner {
+			if err := m.renderVar(&vars[vi]); err != nil {
+				return nil, err
+			}
+			exact += vars[vi].size
+		}
+	}
+	// setUnits keeps or drops units and returns the change of the exact
+	// total, re-rendering each affected variable once.
+	setUnits := func(us []unit, keep bool) (int, error) {
+		touched := make(map[int]bool, 1)
+		for _, u := range us {
+			for _, i := range u.members {
+				vars[u.v].keep[i] = keep
+			}
+			touched[u.v] = true
+		}
+		d := 0
+		for vi := range touched {
+			before := vars[vi].size
+			if err := m.renderVar(&vars[vi]); err != nil {
+				return 0, err
+			}
+			d += vars[vi].size - before
+		}
+		return d, nil
+	}
+	// Over the budget: drop, at once, the next units whose estimates
+	// cover the excess (at least one), and count again.
+	for exact > b.n && k < len(seq) {
+		j, covered := k, 0
+		for j < len(seq) && (j == k || covered < exact-b.n) {
+			covered += seq[j].cost
+			j++
+		}
+		d, err := setUnits(seq[k:j], false)
+		if err != nil {
+			return nil, err
+		}
+		exact += d
+		k = j
+	}
+	if exact > b.n {
+		for vi := range vars {
+			if v := &vars[vi]; v.winner && v.size > 0 {
+				return nil, fmt.Errorf("combined: token budget: %s renders %d tokens under %q with every item dropped (an Itemizer must render an empty value then)", m.name(v.child), v.size, v.key)
+			}
+		}
+	}
+	// Within the budget: take back the last units dropped while they fit
+	// (the estimates are pessimistic when line breaks merge with the text
+	// around them). A unit whose text alone, less a token per item for
+	// merges at its edges, exceeds the room left cannot fit: stop there
+	// without rendering.
+	for steps := 0; steps < maxTakeBack && k > 0; steps++ {
+		u := seq[k-1]
+		if u.cost-2*len(u.members) > b.n-exact {
+			break
+		}
+		v := &vars[u.v]
+		prevValue, prevSize := v.value, v.size
+		d, err := setUnits(seq[k-1:k], true)
+		if err != nil {
+			return nil, err
+		}
+		if exact+d > b.n {
+			for _, i := range u.members {
+				v.keep[i] = false
+			}
+			v.value, v.size = prevValue, prevSize
+			break
+		}
+		exact += d
+		k--
+	}
+
+	merged := make(map[string]any, len(m.vars))
+	for vi := range vars {
+		if v := &vars[vi]; v.winner {
+			merged[v.key] = v.value
+		}
+	}
+	if reports != nil {
+		m.completeReports(vars, seq[:k], reports)
+	} else if rec := observe.FromContext(ctx); rec.Enabled() {
+		// m is itself a layer observed from outside (nested in an observed
+		// combined memory, or wrapped): record what the budget kept and
+		// dropped on that layer's Recorder.
+		m.record(rec, vars, seq[:k], exact)
+	}
+	if b.hook != nil {
+		var dropped []Dropped
+		for _, u := range seq[:k] {
+			v := &vars[u.v]
+			for _, i := range u.members {
+				dropped = append(dropped, Dropped{Child: v.child, Layer: m.layers[v.child], Key: v.key, Item: b.droppedItem(v.items[i])})
+			}
+		}
+		b.hook(ctx, Trim{Budget: b.n, Tokens: exact, Dropped: dropped})
+	}
+	return merged, nil
+}
+
+func (b *budget) droppedItem(it Item) observe.Item {
+	return observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: b.count(it.Text), Reason: observe.ReasonBudget}
+}
+
+// maxTakeBack bounds how many dropped units a load tries to take back when
+// the exact count shows the estimate was pessimistic.
+const maxTakeBack = 8
+
+// variables lists every child's variables, in list order (a foreign
+// child's in key order).
+func (m *Memory) variables(res []loaded) ([]variable, error) {
+	var vars []variable
+	for ci := range res {
+		r := &res[ci]
+		if r.items != nil {
+			if r.items.Key == "" {
+				return nil, fmt.Errorf("%s: LoadItems returned an empty key", m.name(ci))
+			}
+			if r.items.Render == nil {
+				return nil, fmt.Errorf("%s: LoadItems returned no Render function", m.name(ci))
+			}
+			vars = append(vars, variable{child: ci, key: r.items.Key, items: r.items.List, render: r.items.Render, itemize: true})
+			continue
+		}
+		keys := make([]string, 0, len(r.vars))
+		for k := range r.vars {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			vars = append(vars, foreign(ci, k, r.vars[k]))
+		}
+		// The merged map takes foreign values from res; trimmed ones
+		// replace them.
+	}
+	return vars, nil
+}
+
+// foreign makes a variable of a child that is not an Itemizer: a
+// []llms.ChatMessage is trimmed message by message (tool calls with their
+// results, system messages last), anything else whole.
+func foreign(child int, key string, val any) variable {
+	if msgs, ok := val.([]llms.ChatMessage); ok {
+		items := messageItems(msgs)
+		return variable{child: child, key: key, items: items, render: func(keep []bool) (any, error) {
+			out := make([]llms.ChatMessage, 0, len(msgs))
+			for i, k := range keep {
+				if k {
+					out = append(out, msgs[i])
+				}
+			}
+			return out, nil
+		}}
+	}
+	text, ok := val.(string)
+	if !ok && val != nil {
+		text = fmt.Sprint(val)
+	}
+	return variable{child: child, key: key, whole: true,
+		items: []Item{{Text: text, Kind: "variable", ID: key}},
+		render: func(keep []bool) (any, error) {
+			if keep[0] {
+				return val, nil
+			}
+			return "", nil
+		}}
+}
+
+// messageItems makes items of a foreign child's messages: each message
+// one item (Kind "message", ID its 1-based position), an AI message that
+// calls tools grouped with the results that follow it, system messages
+// dropped last.
+func messageItems(msgs []llms.ChatMessage) []Item {
+	items := make([]Item, len(msgs))
+	group := 0
+	open := 0 // group of the tool call results may still join
+	for i, msg := range msgs {
+		it := Item{Kind: "message", ID: fmt.Sprint(i + 1)}
+		if msg == nil {
+			items[i] = it
+			continue
+		}
+		if s, err := llms.GetBufferString([]llms.ChatMessage{msg}, "Human", "AI"); err == nil {
+			it.Text = s
+		} else {
+			it.Text = msg.GetContent()
+		}
+		switch t := msg.GetType(); {
+		case callsTools(msg):
+			group++
+			open = group
+			it.Group = group
+		case (t == llms.ChatMessageTypeTool || t == llms.ChatMessageTypeFunction) && open != 0:
+			it.Group = open
+		default:
+			open = 0
+			if t == llms.ChatMessageTypeSystem {
+				it.Priority = 1
+			}
+		}
+		items[i] = it
+	}
+	return items
+}
+
+func callsTools(msg llms.ChatMessage) bool {
+	switch m := msg.(type) {
+	case llms.AIChatMessage:
+		return len(m.ToolCalls) > 0 || m.FunctionCall != nil
+	case *llms.AIChatMessage:
+		return m != nil && (len(m.ToolCalls) > 0 || m.FunctionCall != nil)
+	}
+	return false
+}
+
+// units groups a variable's items into units with their estimated cost.
+func units(b *budget, vi int, v *variable) []unit {
+	if v.whole {
+		return []unit{{v: vi, members: []int{0}, cost: b.count(v.items[0].Text), prio: 0}}
+	}
+	out := make([]unit, 0, len(v.items))
+	byGroup := map[int]int{}
+	for i, it := range v.items {
+		cost := b.count(it.Text) + 1 // and the line break
+		if it.Group != 0 {
+			if u, ok := byGroup[it.Group]; ok {
+				out[u].members = append(out[u].members, i)
+				out[u].cost += cost
+				out[u].prio = min(out[u].prio, it.Priority)
+				continue
+			}
+			byGroup[it.Group] = len(out)
+		}
+		out = append(out, unit{v: vi, members: []int{i}, cost: cost, prio: it.Priority, first: i})
+	}
+	return out
+}
+
+// renderVar renders v with its keep flags and counts it exactly.
+func (m *Memory) renderVar(v *variable) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: rendering %q: panic: %v", m.name(v.child), v.key, r)
+		}
+	}()
+	val, err := v.render(v.keep)
+	if err != nil {
+		return fmt.Errorf("%s: rendering %q: %w", m.name(v.child), v.key, err)
+	}
+	v.value, v.size = val, m.budget.size(val)
+	return nil
+}
+
+// record notes on rec the items of m's Itemizer children that the budget
+// kept, every item it dropped, and the merged variables' tokens.
+func (m *Memory) record(rec *observe.Recorder, vars []variable, drop []unit, exact int) {
+	for vi := range vars {
+		v := &vars[vi]
+		if !v.winner || !v.itemize {
+			continue
+		}
+		for i, it := range v.items {
+			if v.keep[i] {
+				rec.Injected(observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: m.budget.count(it.Text)})
+			}
+		}
+	}
+	for _, u := range drop {
+		for _, i := range u.members {
+			rec.Dropped(m.budget.droppedItem(vars[u.v].items[i]))
+		}
+	}
+	rec.Tokens(exact)
+}
+
+// completeReports adds to each child's report what the budget kept and
+// dropped, and the child's tokens.
+func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe.Report) {
+	tokens := make([]int, len(reports))
+	moved := make([]bool, len(vars)) // dropped items reported by the child itself
+	for vi := range vars {
+		v := &vars[vi]
+		r := &reports[v.child]
+		if !v.winner {
+			for _, it := range v.items {
+				r.Dropped = append(r.Dropped, observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Reason: observe.ReasonOverridden})
+			}
+			continue
+		}
+		tokens[v.child] += v.size
+		if !v.itemize && len(r.Injected) > 0 {
+			// The child recorded what it injected itself; if its variable
+			// was dropped whole, all of that was dropped.
+			if v.whole && !v.keep[0] {
+				for _, it := range r.Injected {
+					it.Reason = observe.ReasonBudget
+					r.Dropped = append(r.Dropped, it)
+				}
+				r.Injected = nil
+				moved[vi] = true
+			}
+			continue
+		}
+		for i, it := range v.items {
+			if v.keep[i] {
+				r.Injected = append(r.Injected, observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: m.budget.count(it.Text)})
+			}
+		}
+	}
+	for _, u := range drop {
+		v := &vars[u.v]
+		r := &reports[v.child]
+		if moved[u.v] {
+			continue // reported item by item above
+		}
+		for _, i := range u.members {
+			r.Dropped = append(r.Dropped, m.budget.droppedItem(v.items[i]))
+		}
+	}
+	for i := range reports {
+		if reports[i].Op != "" {
+			reports[i].Tokens = tokens[i]
+		}
+	}
+}

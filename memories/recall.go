@@ -1,0 +1,889 @@
+package memories
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/observe"
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/tokens"
+	"github.com/tmc/langchaingo/embeddings"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/schema"
+	"github.com/tmc/langchaingo/vectorstores"
+)
+
+// Defaults and names of the Recall memory.
+const (
+	// RecallMemoryKey is the variable a Recall loads unless WithMemoryKey
+	// says otherwise.
+	RecallMemoryKey = "relevant_history"
+	// DefaultRecallK is how many exchanges a Recall returns at most,
+	// unless WithK says otherwise.
+	DefaultRecallK = 3
+	// RecallSeparator separates runs of exchanges in a Recall's string
+	// mode: a blank line.
+	RecallSeparator = "\n\n"
+	// RecallStateName is the name of the store state (store.States) in
+	// which a Recall with a durable index (a vector index) keeps, per
+	// identity, the Seq through which exchanges are in the vector store
+	// and the vector spaces they were embedded in.
+	RecallStateName = "recall"
+	// RecallChromemCollection is the chromem-go collection WithVector and
+	// WithHybrid create when given no vector store.
+	RecallChromemCollection = "memstack-recall"
+)
+
+// Operations a RecallEvent reports.
+const (
+	RecallOpIndex  = "index"
+	RecallOpSearch = "search"
+)
+
+// RecallEvent describes one index operation of a Recall: the hook set with
+// WithRecallHook receives one per operation, successful or not.
+type RecallEvent struct {
+	// IdentityHash is memstack.Identity.Hash of the conversation.
+	IdentityHash string
+	// Op is RecallOpIndex (exchanges added to the index, on a save or on
+	// the first use of an identity) or RecallOpSearch (a load's query).
+	Op string
+	// Exchanges is the number of exchanges indexed, or of hits returned.
+	Exchanges int
+	// Duration is how long the index took.
+	Duration time.Duration
+	// Err is nil on success. Otherwise it wraps the cause:
+	// retrieval.ErrEmbedding (the embedder failed or timed out),
+	// retrieval.ErrDegraded (one part of a hybrid failed; the other's
+	// hits were used), retrieval.ErrDimensionChanged or
+	// retrieval.ErrSpaceMismatch (permanent), a vector store or message
+	// store error, or context.DeadlineExceeded (WithRecallTimeout).
+	Err error
+}
+
+// Recall shows the past exchanges of a conversation that matter for the
+// current question: it indexes every saved exchange and, on each load,
+// searches them with the current input and returns the best few.
+//
+// # Exchanges
+//
+// An exchange is a human message and every message after it up to the next
+// human message (the AI answer, tool calls and results); messages before
+// the first human message form an exchange of their own. System messages
+// belong to no exchange and are never shown. An exchange is named by the Seq
+// of its first message (store.Record.Seq) and indexed as the contents of
+// its messages, one per line.
+//
+// # Indexing
+//
+// Messages are kept in the store (WithStore) like every memory's; the index
+// is derived from them. SaveContext and AddMessage store the message(s),
+// then add the new or grown exchanges to the index. The first time a Recall
+// meets an identity (after a restart, or after evicting it from its cache,
+// WithCacheSize), it rebuilds the identity's index from store.Messages.All;
+// after that it indexes incrementally, reading only the newest messages. A
+// load first indexes whatever it finds in the store that is not indexed yet
+// (another process's turns, a save whose indexing failed), so every stored
+// exchange is searchable.
+//
+// The default index is retrieval.BM25, lexical and in process memory: no
+// model, rebuilt after a restart. WithVector uses a vector index over any
+// langchaingo embeddings.Embedder and vectorstores.VectorStore (by default
+// the embedded chromem-go store), WithHybrid fuses both, and WithIndex takes
+// any retrieval.Index. A vector store outlives the process: for such a
+// durable index (retrieval.Durable) the Recall keeps, per identity, the Seq
+// through which exchanges are in the vector store, and the vector space
+// (embedder name and dimension) they were embedded in, in the store's
+// state under RecallStateName — so after a restart it embeds only newer
+// exchanges (embeddings are persisted with the vectors, never recomputed),
+// and refuses an embedder of another space with an error wrapping
+// retrieval.ErrSpaceMismatch rather than mix vector spaces.
+//
+// # Loading
+//
+// The query is the current input: the entry of the inputs map chosen as
+// SaveContext chooses it (WithInputKey, or the only entry). A nil or empty
+// inputs map, or an empty or whitespace-only input, is no query: the load
+// returns nothing, with no error and no index call. An inputs map from
+// which no entry can be chosen is an error, as it is for SaveContext.
+//
+// The index returns candidates best first. Exchanges that a recent window
+// already shows (WithExcludeRecent) are dropped first, then those scoring
+// below the threshold (WithThreshold; by default none: every candidate the
+// index returns passes — for BM25 that is every exchange sharing a term
+// with the query), then all but the best k (WithK, default 3). Each kept
+// exchange brings its n neighbouring exchanges on either side
+// (WithNeighbours) unless a recent window shows them.
+//
+// The result is in conversation order. In string mode, runs of consecutive
+// exchanges are rendered like llms.GetBufferString (with the configured
+// prefixes) and runs are separated by RecallSeparator, a blank line; in
+// messages mode the messages of the chosen exchanges are returned, in
+// order, as a fresh []llms.ChatMessage. Nothing found loads "" (or an empty
+// slice).
+//
+// # Observability
+//
+// A load records in the observe.Recorder of its context: each shown
+// exchange as an injected observe.Item of kind "exchange" with its Seq as
+// ID, its score (0 for a neighbour shown only for context) and its tokens
+// (WithTokenCounter's counter, cl100k by default); each candidate left out
+// as a dropped item with its score and reason (observe.ReasonShownElsewhere,
+// observe.ReasonThreshold, observe.ReasonRank); and the embedding calls the
+// index made (observe.EmbeddingCall), as does a save.
+//
+// # Failures
+//
+// The index never costs a turn: SaveContext and AddMessage store the turn
+// first. A transient indexing failure — the embedder fails or times out
+// (WithRecallTimeout), the vector store is down — is reported to the hook
+// (WithRecallHook) and retried at the next save or load; the save returns
+// nil. A load whose search fails that way returns nothing (or, with a
+// hybrid index, the working part's ranking), reports the failure and does
+// not fail the chain. Failures retrying cannot fix — an embedder whose
+// dimension changed (retrieval.ErrDimensionChanged) or stored vectors from
+// another space (retrieval.ErrSpaceMismatch) — are reported and also
+// returned: by SaveContext and AddMessage as "stored; indexing failed", and
+// by LoadMemoryVariables. A cancelled context fails a load with its error.
+//
+// # Identities and stores
+//
+// One Recall serves many identities: each identity's exchanges are indexed
+// under its own scope (memstack.Identity.Key), and a search never returns
+// another identity's exchange. A Recall only shows exchanges that are in
+// its store, so give it a store nobody trims (not one a RecentN or a
+// Summary shares). Clear removes the identity's messages and its index
+// entries (a vector store that cannot delete keeps stale vectors, which are
+// never shown: Seqs are never reused). An index value serves one Recall.
+//
+// Recall is safe for concurrent use.
+type Recall struct {
+	base
+	idx        retrieval.Index
+	durable    retrieval.Durable // idx, if it is durable
+	k          int
+	threshold  float64
+	neighbours int
+	exclude    int
+	timeout    time.Duration
+	hook       func(RecallEvent)
+
+	counterOnce sync.Once
+	counter     tokens.Counter
+
+	mu      sync.Mutex
+	entries map[identity]*recallEntry
+	lru     list.List // of *recallEntry, most recently used first
+}
+
+// recallEntry is what a Recall knows about one identity's index.
+type recallEntry struct {
+	id   identity
+	elem *list.Element
+	refs int // guarded by Recall.mu; an entry in use is never evicted
+
+	mu    sync.Mutex // held while indexing the identity
+	ready bool       // the identity's exchanges were indexed in this process
+	seen  int64      // the Seq of the newest message indexed
+}
+
+// recallState is what a Recall with a durable index keeps in the store's
+// state per identity.
+type recallState struct {
+	// Through is the Seq of the newest message whose exchange is in the
+	// durable index.
+	Through int64 `json:"through"`
+	// Spaces are the durable index's vector spaces.
+	Spaces []retrieval.Space `json:"spaces,omitempty"`
+}
+
+// recallExchange is one exchange: its first message's Seq, its last
+// message's Seq and its messages.
+type recallExchange struct {
+	seq, through int64
+	msgs         []llms.ChatMessage
+}
+
+var (
+	_ schema.Memory = (*Recall)(nil)
+	_ fmt.Stringer  = (*Recall)(nil)
+)
+
+// WithK sets how many exchanges a Recall shows at most (default 3). k < 1
+// is an error.
+func WithK(k int) Option {
+	return func(c *config) {
+		if k < 1 {
+			c.bad("WithK(%d): k must be at least 1", k)
+			return
+		}
+		c.recall.k, c.recall.kSet = k, true
+	}
+}
+
+// WithThreshold sets the least score an exchange needs to be shown (a score
+// equal to the threshold passes). The range depends on the index:
+// retrieval.BM25 scores lie in [0, 1] (the share of the query's weight an
+// exchange matches; see retrieval.BM25), a vector index's are cosine
+// similarities in [-1, 1], a hybrid's fused scores lie in [0, 1]. NewRecall
+// rejects a threshold outside its index's range, or NaN. Default: the
+// lower end of the range (no threshold).
+func WithThreshold(x float64) Option {
+	return func(c *config) {
+		if math.IsNaN(x) {
+			c.bad("WithThreshold(NaN): the threshold must be a number")
+			return
+		}
+		c.recall.threshold, c.recall.thresholdSet = x, true
+	}
+}
+
+// WithNeighbours makes a Recall show, around each exchange it finds, the n
+// exchanges before and the n after it, for context (default 0). n < 0 is an
+// error.
+func WithNeighbours(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad("WithNeighbours(%d): n must not be negative", n)
+			return
+		}
+		c.recall.neighbours = n
+	}
+}
+
+// WithExcludeRecent makes a Recall leave out every exchange that has a
+// message among the last n non-system messages of its store — what a
+// RecentN(n) beside it already shows — so the two layers never show the
+// same exchange twice (default 0). n < 0 is an error.
+func WithExcludeRecent(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad("WithExcludeRecent(%d): n must not be negative", n)
+			return
+		}
+		c.recall.excludeRecent = n
+	}
+}
+
+// WithIndex sets the index a Recall searches (default: a new
+// retrieval.BM25). An index serves one Recall. A nil index is an error, and
+// so is choosing an index twice (WithIndex, WithVector, WithHybrid).
+func WithIndex(idx retrieval.Index) Option {
+	return func(c *config) {
+		if idx == nil {
+			c.bad("WithIndex(nil): the index must not be nil")
+			return
+		}
+		c.recall.setIndex("WithIndex", idx)
+	}
+}
+
+// WithVector makes a Recall search by vector similarity: a
+// retrieval.Vector embedding with e and keeping vectors in vs, configured
+// by opts (retrieval.WithEmbedderName is recommended). A nil vs is a new
+// in-memory chromem-go collection (retrieval.NewChromem); pass a Chromem
+// over chromem.NewPersistentDB, or any langchaingo vector store, to keep
+// the vectors across restarts. A nil e is an error.
+func WithVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
+	return func(c *config) {
+		v, err := newRecallVector("WithVector", e, vs, opts)
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.recall.setIndex("WithVector", v)
+	}
+}
+
+// WithHybrid makes a Recall fuse a lexical retrieval.BM25 and the vector
+// index WithVector would build (retrieval.NewHybrid): retrieval keeps
+// working, lexically, while the embedder is down. A nil e is an error.
+func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
+	return func(c *config) {
+		v, err := newRecallVector("WithHybrid", e, vs, opts)
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		h, err := retrieval.NewHybrid(retrieval.NewBM25(), v)
+		if err != nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithHybrid: %w", ErrInvalidOption, err))
+			return
+		}
+		c.recall.setIndex("WithHybrid", h)
+	}
+}
+
+func newRecallVector(option string, e embeddings.Embedder, vs vectorstores.VectorStore, opts []retrieval.VectorOption) (*retrieval.Vector, error) {
+	if vs == nil {
+		ch, err := retrieval.NewChromem(nil, RecallChromemCollection, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidOption, option, err)
+		}
+		vs = ch
+	}
+	v, err := retrieval.NewVector(e, vs, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidOption, option, err)
+	}
+	return v, nil
+}
+
+func (s *recallSettings) setIndex(option string, idx retrieval.Index) {
+	s.index = idx
+	s.indexBy = append(s.indexBy, option)
+}
+
+// WithRecallTimeout bounds each index operation of a Recall (embedding and
+// vector store calls included) by d; an operation that takes longer fails
+// as a transient failure (see Recall). Default 0: no bound but the call's
+// context. d < 0 is an error.
+func WithRecallTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.bad("WithRecallTimeout(%v): the timeout must not be negative", d)
+			return
+		}
+		c.recall.timeout = d
+	}
+}
+
+// WithRecallHook sets a function a Recall calls after each index operation
+// with what happened (see RecallEvent); failures of the embedder and the
+// vector store are reported there. It is called on the caller's goroutine,
+// possibly concurrently for different identities; it must be quick and
+// safe for concurrent use. A nil hook is an error.
+func WithRecallHook(hook func(RecallEvent)) Option {
+	return func(c *config) {
+		if hook == nil {
+			c.bad("WithRecallHook(nil): the hook must not be nil")
+			return
+		}
+		c.recall.hook = hook
+	}
+}
+
+// NewRecall returns a Recall memory. With no options it indexes exchanges
+// lexically (retrieval.BM25, no model), shows the best 3 for each query in
+// the variable "relevant_history", and keeps messages in a store of its
+// own. Bad options are errors naming the option and the value: k < 1, a
+// threshold outside the index's score range, a negative neighbour or
+// exclude count, an index chosen twice.
+func NewRecall(opts ...Option) (*Recall, error) {
+	for i, o := range opts {
+		if o == nil { // checked here: the default key below shifts positions
+			return nil, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
+		}
+	}
+	opts = append([]Option{WithMemoryKey(RecallMemoryKey)}, opts...)
+	m := &Recall{base: newBase(opts), entries: make(map[identity]*recallEntry)}
+	if m.err != nil {
+		return nil, m.err
+	}
+	s := m.cfg.recall
+	if len(s.indexBy) > 1 {
+		return nil, fmt.Errorf("%w: NewRecall: the index is chosen %d times (%s); choose one", ErrInvalidOption, len(s.indexBy), strings.Join(s.indexBy, ", "))
+	}
+	m.idx = s.index
+	if m.idx == nil {
+		m.idx = retrieval.NewBM25()
+	}
+	m.durable, _ = m.idx.(retrieval.Durable)
+	r := m.idx.Range()
+	m.threshold = r.Min
+	if s.thresholdSet {
+		if !r.Contains(s.threshold) {
+			return nil, fmt.Errorf("%w: WithThreshold(%v): the threshold must lie in %s, the score range of index %s", ErrInvalidOption, s.threshold, r, recallIndexName(m.idx))
+		}
+		m.threshold = s.threshold
+	}
+	m.k = DefaultRecallK
+	if s.kSet {
+		m.k = s.k
+	}
+	m.neighbours, m.exclude = s.neighbours, s.excludeRecent
+	m.timeout, m.hook = s.timeout, s.hook
+	return m, nil
+}
+
+func recallIndexName(idx retrieval.Index) string {
+	if s, ok := idx.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", idx)
+}
+
+// String describes the memory's configuration.
+func (m *Recall) String() string {
+	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, threshold=%g, neighbours=%d, exclude_recent=%d",
+		recallIndexName(m.idx), m.k, m.threshold, m.neighbours, m.exclude))
+}
+
+// SaveContext stores the turn (validated first; stored whole or not at all)
+// and indexes it. A transient indexing failure is reported to the hook and
+// retried later, and the save succeeds; a permanent one (a vector space
+// mismatch) is returned, wrapped, after the turn is stored.
+func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
+	id, msgs, err := m.turn(ctx, inputs, outputs)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msgs...); err != nil {
+		return err
+	}
+	return m.indexStored(ctx, id, "turn")
+}
+
+// AddMessage stores one message of any role and indexes the exchange it
+// belongs to, as SaveContext does. System messages are stored but never
+// indexed or shown.
+func (m *Recall) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
+	id, msg, err := m.message(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msg); err != nil {
+		return err
+	}
+	return m.indexStored(ctx, id, "message")
+}
+
+func (m *Recall) indexStored(ctx context.Context, id identity, what string) error {
+	e := m.acquire(id)
+	defer m.release(e)
+	if err := m.sync(ctx, id, e, nil); err != nil && retrieval.Permanent(err) {
+		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
+	}
+	return nil
+}
+
+// LoadMemoryVariables returns the stored exchanges most relevant to the
+// current input (see Recall).
+func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any) (map[string]any, error) {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	query := ""
+	if len(inputs) > 0 {
+		if query, err = adapter.InputValue(inputs, m.cfg.inputKey); err != nil {
+			return nil, err
+		}
+	}
+	if strings.TrimSpace(query) == "" {
+		return m.variablesOf(nil, nil)
+	}
+	recs, err := loadAll(ctx, m.cfg.store, id)
+	if err != nil {
+		return nil, err
+	}
+	e := m.acquire(id)
+	defer m.release(e)
+	if err := m.sync(ctx, id, e, recs); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("memstack: %w", cerr)
+		}
+		if retrieval.Permanent(err) {
+			return nil, fmt.Errorf("memstack: recall index: %w", err)
+		}
+		// Transient: reported; search what is indexed.
+	}
+	exs := recallExchanges(recs)
+	excluded := m.excluded(recs, exs)
+	nExcluded := 0
+	for _, x := range excluded {
+		if x {
+			nExcluded++
+		}
+	}
+	if len(exs) == nExcluded {
+		return m.variablesOf(nil, nil)
+	}
+	hits, err := m.search(ctx, id, query, min(len(exs), 2*m.k+nExcluded))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("memstack: %w", cerr)
+		}
+		if retrieval.Permanent(err) {
+			return nil, fmt.Errorf("memstack: recall search: %w", err)
+		}
+		// Transient (reported): use whatever hits came back (a degraded
+		// hybrid's), or none.
+	}
+	pos := make(map[int64]int, len(exs))
+	for i, x := range exs {
+		pos[x.seq] = i
+	}
+	scores := make(map[int]float64)
+	var dropped []observe.Item
+	for _, h := range hits {
+		i, ok := pos[h.Seq]
+		if !ok {
+			continue // not in the store any more (cleared, trimmed)
+		}
+		if _, dup := scores[i]; dup {
+			continue
+		}
+		item := observe.Item{Kind: "exchange", ID: strconv.FormatInt(h.Seq, 10), Score: h.Score}
+		switch {
+		case excluded[i]:
+			item.Reason = observe.ReasonShownElsewhere
+		case h.Score < m.threshold:
+			item.Reason = observe.ReasonThreshold
+		case len(scores) >= m.k:
+			item.Reason = observe.ReasonRank
+		default:
+			scores[i] = h.Score
+			continue
+		}
+		dropped = append(dropped, item)
+	}
+	shown := make(map[int]bool, len(scores)*(1+2*m.neighbours))
+	for i := range scores {
+		for j := max(i-m.neighbours, 0); j <= min(i+m.neighbours, len(exs)-1); j++ {
+			if !excluded[j] {
+				shown[j] = true
+			}
+		}
+	}
+	order := make([]int, 0, len(shown))
+	for i := range shown {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	vars, err := m.variablesOf(exs, order)
+	if err != nil {
+		return nil, err
+	}
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		m.record(rec, exs, order, scores, dropped)
+	}
+	return vars, nil
+}
+
+// Clear removes the messages and the index entries of the identity in ctx,
+// and only that one.
+func (m *Recall) Clear(ctx context.Context) error {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return err
+	}
+	e := m.acquire(id)
+	defer m.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := m.cfg.store.Clear(ctx, id); err != nil {
+		return fmt.Errorf("memstack: clearing: %w", err)
+	}
+	e.ready, e.seen = false, 0
+	if err := m.idx.Delete(ctx, id.Key()); err != nil {
+		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
+	}
+	return nil
+}
+
+// acquire returns id's entry, created if needed, marked in use.
+func (m *Recall) acquire(id identity) *recallEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[id]
+	if e == nil {
+		e = &recallEntry{id: id}
+		e.elem = m.lru.PushFront(e)
+		m.entries[id] = e
+	} else {
+		m.lru.MoveToFront(e.elem)
+	}
+	e.refs++
+	return e
+}
+
+// release marks e no longer in use and evicts the least recently used
+// entries beyond the cache size, releasing their in-process index state.
+func (m *Recall) release(e *recallEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.refs--
+	for el := m.lru.Back(); el != nil && len(m.entries) > m.cfg.cacheSize; {
+		prev := el.Prev()
+		if old := el.Value.(*recallEntry); old.refs == 0 {
+			m.lru.Remove(el)
+			delete(m.entries, old.id)
+			if r, ok := m.idx.(retrieval.Releaser); ok {
+				r.Release(old.id.Key())
+			}
+		}
+		el = prev
+	}
+}
+
+func (m *Recall) indexCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.timeout > 0 {
+		return context.WithTimeout(ctx, m.timeout)
+	}
+	return ctx, func() {}
+}
+
+func (m *Recall) report(id identity, op string, n int, took time.Duration, err error) {
+	if m.hook != nil {
+		m.hook(RecallEvent{IdentityHash: id.Hash(), Op: op, Exchanges: n, Duration: took, Err: err})
+	}
+}
+
+// sync indexes what the store holds for id that e has not indexed yet.
+// recs, if not nil, is everything the store holds for id.
+func (m *Recall) sync(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if recs == nil {
+		var err error
+		if recs, err = m.unindexed(ctx, id, e); err != nil {
+			m.report(id, RecallOpIndex, 0, 0, err)
+			return err
+		}
+	}
+	if len(recs) == 0 || (e.ready && recs[len(recs)-1].Seq == e.seen) {
+		e.ready = true
+		return nil
+	}
+	last := recs[len(recs)-1].Seq
+	var docs []retrieval.Doc
+	for _, x := range recallExchanges(recs) {
+		if !e.ready || x.through > e.seen {
+			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
+		}
+	}
+	if len(docs) > 0 {
+		ictx, cancel := m.indexCtx(ctx)
+		start := time.Now()
+		err := m.add(ictx, id, docs)
+		cancel()
+		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
+		if err != nil {
+			return err
+		}
+	}
+	e.ready, e.seen = true, last
+	return nil
+}
+
+// unindexed returns the stored messages of id that e may not have indexed
+// yet, starting at a human message (so the first exchange is whole): all
+// of them on first use, else the newest ones, read in growing batches.
+func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+	s := m.cfg.store
+	if !e.ready {
+		recs, err := s.All(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: reading messages to index: %w", err)
+		}
+		return recs, nil
+	}
+	st, err := s.Stat(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("memstack: reading messages to index: %w", err)
+	}
+	if st.Count == 0 || st.LastSeq == e.seen {
+		return nil, nil
+	}
+	for n := 8; ; n *= 2 {
+		recs, err := s.Last(ctx, id, n)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: reading messages to index: %w", err)
+		}
+		if len(recs) < n || n >= st.Count {
+			return recs, nil
+		}
+		if first := recs[0]; first.Seq <= e.seen && first.Message.GetType() == llms.ChatMessageTypeHuman {
+			return recs, nil
+		}
+	}
+}
+
+// add adds docs to the index; for a durable index it checks and advances
+// the identity's recorded state.
+func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) error {
+	scope := id.Key()
+	if m.durable == nil {
+		return m.idx.Add(ctx, scope, docs)
+	}
+	st, version, err := m.readRecallState(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := m.durable.CheckSpaces(st.Spaces); err != nil {
+		return err
+	}
+	if err := m.durable.AddSince(ctx, scope, docs, st.Through); err != nil {
+		return err
+	}
+	through := st.Through
+	for _, d := range docs {
+		through = max(through, d.Through)
+	}
+	for attempt := 0; ; attempt++ {
+		next := recallState{Through: max(st.Through, through), Spaces: m.durable.Spaces()}
+		if next.Through == st.Through && slices.Equal(next.Spaces, st.Spaces) {
+			return nil
+		}
+		value, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("memstack: encoding the recall state of %s: %w", id.Key(), err)
+		}
+		_, err = m.cfg.store.PutState(ctx, id, RecallStateName, value, version)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+			return fmt.Errorf("memstack: recording the recall state of %s: %w", id.Key(), err)
+		}
+		// Another writer advanced the state: merge with it.
+		if st, version, err = m.readRecallState(ctx, id); err != nil {
+			return err
+		}
+	}
+}
+
+func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
+	st, err := m.cfg.store.GetState(ctx, id, RecallStateName)
+	if err != nil {
+		return recallState{}, 0, fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
+	}
+	var s recallState
+	if st.Version == 0 {
+		return s, 0, nil
+	}
+	if err := json.Unmarshal(st.Value, &s); err != nil {
+		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), RecallStateName, err)
+	}
+	return s, st.Version, nil
+}
+
+// search runs the query with the timeout and reports it.
+func (m *Recall) search(ctx context.Context, id identity, query string, k int) ([]retrieval.Hit, error) {
+	ictx, cancel := m.indexCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	hits, err := m.idx.Search(ictx, id.Key(), query, k)
+	m.report(id, RecallOpSearch, len(hits), time.Since(start), err)
+	return hits, err
+}
+
+// excluded reports, per exchange, whether it has a message among the last
+// m.exclude non-system messages.
+func (m *Recall) excluded(recs []store.Record, exs []recallExchange) []bool {
+	out := make([]bool, len(exs))
+	if m.exclude == 0 {
+		return out
+	}
+	cutoff, seen := int64(math.MinInt64), 0
+	for i := len(recs) - 1; i >= 0 && seen < m.exclude; i-- {
+		if recs[i].Message.GetType() != llms.ChatMessageTypeSystem {
+			cutoff = recs[i].Seq
+			seen++
+		}
+	}
+	for i, x := range exs {
+		out[i] = x.through >= cutoff
+	}
+	return out
+}
+
+// variablesOf renders the exchanges exs[i] for i in order (ascending).
+func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any, error) {
+	if m.cfg.returnMessages {
+		msgs := []llms.ChatMessage{}
+		for _, i := range order {
+			msgs = append(msgs, exs[i].msgs...)
+		}
+		return map[string]any{m.cfg.memoryKey: msgs}, nil
+	}
+	var b strings.Builder
+	for start := 0; start < len(order); {
+		end := start + 1
+		for end < len(order) && order[end] == order[end-1]+1 {
+			end++
+		}
+		var run []llms.ChatMessage
+		for _, i := range order[start:end] {
+			run = append(run, exs[i].msgs...)
+		}
+		s, err := adapter.Render(run, m.cfg.humanPrefix, m.cfg.aiPrefix)
+		if err != nil {
+			return nil, err
+		}
+		if b.Len() > 0 {
+			b.WriteString(RecallSeparator)
+		}
+		b.WriteString(s)
+		start = end
+	}
+	return map[string]any{m.cfg.memoryKey: b.String()}, nil
+}
+
+// record notes a load's injected and dropped exchanges in rec.
+func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int, scores map[int]float64, dropped []observe.Item) {
+	m.counterOnce.Do(func() {
+		m.counter = m.cfg.counter
+		if m.counter == nil {
+			if c, err := tokens.CL100K(); err == nil {
+				m.counter = c
+			}
+		}
+	})
+	items := make([]observe.Item, len(order))
+	total := 0
+	for n, i := range order {
+		items[n] = observe.Item{Kind: "exchange", ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i]}
+		if m.counter != nil {
+			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
+				items[n].Tokens = m.counter.CountTokens(s)
+				total += items[n].Tokens
+			}
+		}
+	}
+	rec.Injected(items...)
+	rec.Dropped(dropped...)
+	rec.Tokens(total)
+}
+
+// recallExchanges splits recs into exchanges (see Recall).
+func recallExchanges(recs []store.Record) []recallExchange {
+	var out []recallExchange
+	for _, r := range recs {
+		t := r.Message.GetType()
+		if t == llms.ChatMessageTypeSystem {
+			continue
+		}
+		if len(out) == 0 || t == llms.ChatMessageTypeHuman {
+			out = append(out, recallExchange{seq: r.Seq})
+		}
+		x := &out[len(out)-1]
+		x.through = r.Seq
+		x.msgs = append(x.msgs, r.Message)
+	}
+	return out
+}
+
+// text is what the index sees of the exchange: its messages' contents, one
+// per line.
+func (x recallExchange) text() string {
+	parts := make([]string, 0, len(x.msgs))
+	for _, msg := range x.msgs {
+		if c := msg.GetContent(); c != "" {
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

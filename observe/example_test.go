@@ -1,0 +1,62 @@
+package observe_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/observe"
+)
+
+// Wrap observes a single memory; Slog writes one log record per call, with
+// counts and the identity's hash — never message text or who the user is.
+func ExampleSlog() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "duration" {
+				return slog.Attr{} // vary from run to run
+			}
+			return a
+		},
+	}))
+	recent, err := memories.NewRecentN(2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mem := observe.Wrap(recent, "recent", observe.Slog(logger, slog.LevelInfo))
+
+	ctx := memstack.WithIdentity(context.Background(), memstack.Identity{User: "alice"})
+	for _, q := range []string{"My card number is 4111 1111 1111 1111", "What is my balance?"} {
+		if err := mem.SaveContext(ctx, map[string]any{"input": q}, map[string]any{"output": "..."}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if _, err := mem.LoadMemoryVariables(ctx, nil); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0}
+	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0}
+	// {"level":"INFO","msg":"memstack.load","op":"load","layer":"recent","identity_hash":"5679129bd3976b8b","injected":2,"dropped":2,"tokens":0,"llm_calls":0,"embedding_calls":0,"dropped_by":{"outside_window":2}}
+}
+
+// A plain Go hook receives every Report.
+func ExampleWrap() {
+	buf := memories.NewBuffer()
+	mem := observe.Wrap(buf, "transcript", observe.SinkFunc(func(_ context.Context, r observe.Report) {
+		fmt.Printf("%s %s: %d injected, err=%v\n", r.Op, r.Layer, len(r.Injected), r.Err)
+	}))
+	ctx := context.Background()
+	_ = mem.SaveContext(ctx, map[string]any{"input": "Hi"}, map[string]any{"output": "Hello!"})
+	_, _ = mem.LoadMemoryVariables(ctx, nil)
+	_ = mem.SaveContext(ctx, map[string]any{}, map[string]any{"output": "?"})
+	// Output:
+	// save transcript: 0 injected, err=<nil>
+	// load transcript: 2 injected, err=<nil>
+	// save transcript: 0 injected, err=invalid input values: input values are empty
+}

@@ -1,0 +1,239 @@
+package retrieval
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// BM25 parameters (Robertson et al.; the common defaults, also Lucene's).
+const (
+	BM25K1 = 1.2
+	BM25B  = 0.75
+)
+
+// BM25 is an in-process lexical index: Okapi BM25 over Tokenize's terms,
+// needing no model. It is memories.Recall's default index.
+//
+// For a query with distinct terms q1..qn, a doc d scores
+//
+//	raw(d) = Σ idf(qi) · tf(qi,d) · (k1+1) / (tf(qi,d) + k1 · (1 − b + b · |d|/avgdl))
+//	idf(q) = ln(1 + (N − n(q) + 0.5) / (n(q) + 0.5))
+//
+// with k1 = 1.2, b = 0.75, N the number of docs in the scope, n(q) the
+// number containing q, |d| the doc's length in terms and avgdl the mean
+// length (the idf is Lucene's, which is never negative). A query term
+// repeated counts once.
+//
+// Scores are normalised to [0, 1): score(d) = raw(d) / Σ idf(qi) · (k1+1),
+// the raw score divided by its supremum (every query term present with an
+// unbounded frequency). A score is thus the share of the query's weight
+// the doc matches — comparable across queries, so one threshold fits all.
+// A doc matching a rare query term once, in a doc of average length,
+// scores about 0.45 times that term's share of the query's weight.
+//
+// Only docs that share at least one term with the query are hits; hits are
+// ordered by score, then newest (highest Seq) first.
+//
+// Each scope keeps an inverted index in process memory: Add and Release
+// cost O(terms of the doc), Search O(postings of the query terms). BM25 is
+// safe for concurrent use.
+type BM25 struct {
+	mu     sync.RWMutex
+	scopes map[string]*bm25Scope
+}
+
+type bm25Scope struct {
+	mu       sync.RWMutex
+	docs     map[int64]map[string]int // seq → term → frequency
+	lens     map[int64]int            // seq → length in terms
+	postings map[string]map[int64]int // term → seq → frequency
+	total    int                      // sum of lens
+}
+
+var (
+	_ Index    = (*BM25)(nil)
+	_ Releaser = (*BM25)(nil)
+)
+
+// NewBM25 returns an empty BM25 index.
+func NewBM25() *BM25 {
+	return &BM25{scopes: make(map[string]*bm25Scope)}
+}
+
+// String describes the index.
+func (x *BM25) String() string { return "BM25(k1=1.2, b=0.75)" }
+
+// Range returns LexicalRange, [0, 1].
+func (x *BM25) Range() Range { return LexicalRange }
+
+func (x *BM25) scope(name string, create bool) *bm25Scope {
+	x.mu.RLock()
+	s := x.scopes[name]
+	x.mu.RUnlock()
+	if s != nil || !create {
+		return s
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s = x.scopes[name]; s == nil {
+		s = &bm25Scope{
+			docs:     make(map[int64]map[string]int),
+			lens:     make(map[int64]int),
+			postings: make(map[string]map[int64]int),
+		}
+		x.scopes[name] = s
+	}
+	return s
+}
+
+// Add indexes docs under scope, replacing docs with the same Seq.
+func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	type prepared struct {
+		seq int64
+		tf  map[string]int
+		n   int
+	}
+	prep := make([]prepared, len(docs))
+	for i, d := range docs {
+		terms := Tokenize(d.Text)
+		tf := make(map[string]int, len(terms))
+		for _, t := range terms {
+			tf[t]++
+		}
+		prep[i] = prepared{d.Seq, tf, len(terms)}
+	}
+	s := x.scope(scope, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range prep {
+		s.remove(p.seq)
+		s.docs[p.seq] = p.tf
+		s.lens[p.seq] = p.n
+		s.total += p.n
+		for t, f := range p.tf {
+			post := s.postings[t]
+			if post == nil {
+				post = make(map[int64]int)
+				s.postings[t] = post
+			}
+			post[p.seq] = f
+		}
+	}
+	return nil
+}
+
+// remove drops seq's doc from s. The caller holds s.mu for writing.
+func (s *bm25Scope) remove(seq int64) {
+	tf, ok := s.docs[seq]
+	if !ok {
+		return
+	}
+	for t := range tf {
+		post := s.postings[t]
+		delete(post, seq)
+		if len(post) == 0 {
+			delete(s.postings, t)
+		}
+	}
+	s.total -= s.lens[seq]
+	delete(s.docs, seq)
+	delete(s.lens, seq)
+}
+
+// Search returns the k best docs of scope for query (see BM25 for the
+// scoring). An empty query, or one made only of stop words, has no hits.
+func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkK(k); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(query) == "" {
+		return nil, nil
+	}
+	terms := Tokenize(query)
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	s := x.scope(scope, false)
+	if s == nil {
+		return nil, nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := len(s.docs)
+	if n == 0 {
+		return nil, nil
+	}
+	avg := float64(s.total) / float64(n)
+	if avg == 0 {
+		avg = 1
+	}
+	scores := make(map[int64]float64)
+	var norm float64
+	for _, t := range terms {
+		post := s.postings[t]
+		idf := math.Log(1 + (float64(n)-float64(len(post))+0.5)/(float64(len(post))+0.5))
+		norm += idf * (BM25K1 + 1)
+		for seq, f := range post {
+			tf := float64(f)
+			dl := float64(s.lens[seq])
+			scores[seq] += idf * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
+		}
+	}
+	hits := make([]Hit, 0, len(scores))
+	for seq, sc := range scores {
+		hits = append(hits, Hit{Seq: seq, Score: sc / norm})
+	}
+	sortHits(hits)
+	if len(hits) > k {
+		hits = hits[:k]
+	}
+	return hits, nil
+}
+
+// Delete removes scope's docs.
+func (x *BM25) Delete(ctx context.Context, scope string) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	x.Release(scope)
+	return nil
+}
+
+// Release frees scope's docs (BM25 is in-process only, so this is Delete).
+func (x *BM25) Release(scope string) {
+	x.mu.Lock()
+	delete(x.scopes, scope)
+	x.mu.Unlock()
+}
+
+// sortHits orders hits by score, best first, then newest (highest Seq)
+// first.
+func sortHits(hits []Hit) {
+	slices.SortFunc(hits, func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		case a.Seq > b.Seq:
+			return -1
+		case a.Seq < b.Seq:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,222 @@
+package retrieval_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/memstack/memstack/retrieval"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTokenize(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", nil},
+		{"whitespace and punctuation only", "  \t\n ?!... --- ", nil},
+		{"lower-cases and splits on punctuation", "PostgreSQL, Redis; SQLite!", []string{"postgresql", "redis", "sqlit"}},
+		{"drops English stop words", "What did we settle on for the database?", []string{"settl", "databas"}},
+		{"stems verb forms together", "settle settled settling settles", []string{"settl", "settl", "settl", "settl"}},
+		{"plurals", "policies plans classes status", []string{"policy", "plan", "class", "status"}},
+		{"ing and ed only with four letters left", "meeting string used", []string{"meet", "string", "used"}},
+		{"keeps digits, drops one Latin letter", "v2 a 5 x 2024", []string{"v2", "5", "2024"}},
+		{"apostrophes split", "isn't it great", []string{"great"}},
+		{"unicode letters", "Café ÜBER naïve", []string{"café", "über", "naïv"}},
+		{"CJK is tokenised per rune", "数据库 Postgres", []string{"数", "据", "库", "postgr"}},
+		{"unicode digits and letters joined", "abc١٢٣", []string{"abc١٢٣"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, retrieval.Tokenize(tc.in))
+		})
+	}
+}
+
+func TestStopWordAndStem(t *testing.T) {
+	for _, w := range []string{"the", "what", "we", "did", "on", "and"} {
+		assert.True(t, retrieval.StopWord(w), w)
+	}
+	for _, w := range []string{"database", "settle", "postgres", "budget"} {
+		assert.False(t, retrieval.StopWord(w), w)
+	}
+	for in, want := range map[string]string{
+		"decided": "decid", "decide": "decid", "deciding": "decid",
+		"speed": "speed", "bus": "bus", "process": "process", "ties": "tie",
+	} {
+		assert.Equal(t, want, retrieval.Stem(in), in)
+	}
+}
+
+// bm25Corpus is the tiny corpus whose scores are computed by hand below.
+//
+//	doc 1: apple banana         (2 terms)
+//	doc 2: apple apple cherry   (3 terms)
+//	doc 3: banana cherry durian (3 terms)
+//
+// N = 3, avgdl = 8/3, k1 = 1.2, b = 0.75.
+func bm25Corpus(t *testing.T, x *retrieval.BM25, scope string) {
+	t.Helper()
+	require.NoError(t, x.Add(context.Background(), scope, []retrieval.Doc{
+		{Seq: 1, Through: 1, Text: "apple banana"},
+		{Seq: 2, Through: 2, Text: "apple apple cherry"},
+		{Seq: 3, Through: 3, Text: "banana cherry durian"},
+	}))
+}
+
+func TestBM25_HandComputedScores(t *testing.T) {
+	ctx := context.Background()
+	x := retrieval.NewBM25()
+	bm25Corpus(t, x, "s")
+
+	// Length normalisation 1 - b + b·dl/avgdl:
+	//   dl=2: 0.25 + 0.75·2/(8/3) = 0.8125 → k1·0.8125 = 0.975
+	//   dl=3: 0.25 + 0.75·3/(8/3) = 1.09375 → k1·1.09375 = 1.3125
+	// idf(apple) = idf(banana) = ln(1 + (3-2+0.5)/(2+0.5)) = ln 1.6
+	// idf(durian) = ln(1 + (3-1+0.5)/(1+0.5)) = ln(8/3)
+	idfB, idfD := math.Log(1.6), math.Log(8.0/3)
+
+	for _, tc := range []struct {
+		query string
+		want  []retrieval.Hit
+	}{
+		// "apple": norm = idf·2.2; doc 2: tf 2 → 2·2.2/(2+1.3125), doc 1:
+		// tf 1 → 2.2/(1+0.975). Normalised, the idf and 2.2 cancel.
+		{"apple", []retrieval.Hit{{Seq: 2, Score: 2 / 3.3125}, {Seq: 1, Score: 1 / 1.975}}},
+		// "banana durian": doc 3 has both once (dl 3), doc 1 banana once
+		// (dl 2); norm = 2.2·(idfB+idfD).
+		{"banana durian", []retrieval.Hit{
+			{Seq: 3, Score: 1 / 2.3125},
+			{Seq: 1, Score: idfB / 1.975 / (idfB + idfD)},
+		}},
+		// Stop words and repeated terms do not change anything.
+		{"the apple and the APPLE", []retrieval.Hit{{Seq: 2, Score: 2 / 3.3125}, {Seq: 1, Score: 1 / 1.975}}},
+		// An unknown term dilutes the score: norm gains 2.2·ln(1+3.5/0.5).
+		{"durian zebra", []retrieval.Hit{{Seq: 3, Score: idfD / 2.3125 / (idfD + math.Log(8))}}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			got, err := x.Search(ctx, "s", tc.query, 10)
+			require.NoError(t, err)
+			require.Len(t, got, len(tc.want))
+			for i := range tc.want {
+				assert.Equal(t, tc.want[i].Seq, got[i].Seq, "rank %d", i+1)
+				assert.InDelta(t, tc.want[i].Score, got[i].Score, 1e-12, "rank %d", i+1)
+				assert.True(t, retrieval.LexicalRange.Contains(got[i].Score))
+			}
+		})
+	}
+	// Hand-computed values, to four places, as a check on the formulas
+	// above.
+	got, err := x.Search(ctx, "s", "apple", 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "k limits the hits")
+	assert.InDelta(t, 0.6038, got[0].Score, 1e-4)
+}
+
+func TestBM25_ReplaceSkipsAndTies(t *testing.T) {
+	ctx := context.Background()
+	x := retrieval.NewBM25()
+	bm25Corpus(t, x, "s")
+
+	// Re-adding seq 2 replaces it: "apple" now only in doc 1, so N stays 3
+	// and idf(apple) = ln(1 + 2.5/1.5).
+	require.NoError(t, x.Add(ctx, "s", []retrieval.Doc{{Seq: 2, Through: 4, Text: "cherry pie"}}))
+	got, err := x.Search(ctx, "s", "apple", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, int64(1), got[0].Seq)
+	// avgdl = (2+2+3)/3 = 7/3; dl 2: 0.25+0.75·2/(7/3) → denominator 1+1.2·(0.25+0.642857…)
+	assert.InDelta(t, 1/(1+1.2*(0.25+0.75*2/(7.0/3))), got[0].Score, 1e-12)
+
+	for _, q := range []string{"", "   \n\t", "the and of what", "zebra"} {
+		got, err := x.Search(ctx, "s", q, 3)
+		require.NoError(t, err, "%q", q)
+		assert.Empty(t, got, "%q matches nothing", q)
+	}
+
+	// Equal scores: the newer doc (higher Seq) first.
+	y := retrieval.NewBM25()
+	require.NoError(t, y.Add(ctx, "s", []retrieval.Doc{{Seq: 5, Text: "budget"}, {Seq: 9, Text: "budget"}, {Seq: 7, Text: "budget"}}))
+	got, err = y.Search(ctx, "s", "budget", 3)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []int64{9, 7, 5}, []int64{got[0].Seq, got[1].Seq, got[2].Seq})
+}
+
+func TestBM25_BadCalls(t *testing.T) {
+	x := retrieval.NewBM25()
+	bm25Corpus(t, x, "s")
+	for _, k := range []int{0, -1} {
+		_, err := x.Search(context.Background(), "s", "apple", k)
+		assert.ErrorIs(t, err, retrieval.ErrInvalidArgument, "k=%d", k)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := x.Search(ctx, "s", "apple", 3)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, x.Add(ctx, "s", []retrieval.Doc{{Seq: 9, Text: "apple"}}), context.Canceled)
+	got, err := x.Search(context.Background(), "s", "apple", 3)
+	require.NoError(t, err)
+	assert.Len(t, got, 2, "a cancelled Add adds nothing")
+	//nolint:staticcheck // a nil context must be an error, not a panic
+	_, err = x.Search(nil, "s", "apple", 3)
+	assert.ErrorIs(t, err, retrieval.ErrInvalidArgument)
+}
+
+func TestBM25_ScopesAreIsolated(t *testing.T) {
+	ctx := context.Background()
+	x := retrieval.NewBM25()
+	// Adversarial scope names: prefixes, separators, empty, look-alikes.
+	scopes := []string{"", "a", "a:", "a:b", "a%3Ab", "A", "a ", "*", "a\x00b"}
+	for i, s := range scopes {
+		require.NoError(t, x.Add(ctx, s, []retrieval.Doc{{Seq: int64(i + 1), Text: fmt.Sprintf("secret%d shared", i)}}))
+	}
+	for i, s := range scopes {
+		got, err := x.Search(ctx, s, "shared secret0 secret1 secret2 secret3 secret4 secret5 secret6 secret7 secret8", 20)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "scope %q sees only its own doc", s)
+		assert.Equal(t, int64(i+1), got[0].Seq)
+	}
+	require.NoError(t, x.Delete(ctx, "a"))
+	got, err := x.Search(ctx, "a", "shared", 5)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	got, err = x.Search(ctx, "a:", "shared", 5)
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "deleting one scope leaves the others")
+	x.Release("a:")
+	got, err = x.Search(ctx, "a:", "shared", 5)
+	require.NoError(t, err)
+	assert.Empty(t, got, "Release frees the in-process scope")
+}
+
+func TestBM25_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	x := retrieval.NewBM25()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			scope := fmt.Sprint("s", g%2)
+			for i := range 50 {
+				seq := int64(g*1000 + i)
+				if err := x.Add(ctx, scope, []retrieval.Doc{{Seq: seq, Text: fmt.Sprintf("topic%d common", i%5)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := x.Search(ctx, scope, "topic3 common", 3); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := x.Search(ctx, "s0", "topic3", 1000)
+	require.NoError(t, err)
+	assert.Len(t, got, 4*10, "4 goroutines × 10 docs of topic3 in scope s0")
+}

@@ -1,0 +1,248 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// RRFK is the constant k of reciprocal-rank fusion (Cormack et al., 2009):
+// a doc at rank r (1-based) in one ranking contributes 1/(RRFK + r).
+const RRFK = 60
+
+// HybridOption configures NewHybrid.
+type HybridOption func(*hybrid) error
+
+// WithMinScores drops, before fusion, the hits of the first part scoring
+// below minA and those of the second scoring below minB, each in its own
+// part's scale (for BM25 and Vector: a lexical score in [0, 1], a cosine
+// in [-1, 1]). A value outside its part's Range is an error. Default: no
+// minimum, every hit a part returns is fused.
+func WithMinScores(minA, minB float64) HybridOption {
+	return func(h *hybrid) error {
+		if err := checkRange("WithMinScores: first part", minA, h.parts[0].Range()); err != nil {
+			return err
+		}
+		if err := checkRange("WithMinScores: second part", minB, h.parts[1].Range()); err != nil {
+			return err
+		}
+		h.min = [2]float64{minA, minB}
+		h.minSet = true
+		return nil
+	}
+}
+
+// NewHybrid returns an index that adds every doc to both a and b and fuses
+// their rankings by reciprocal-rank fusion: a doc's fused score is
+//
+//	Σ over the parts that answered  1/(RRFK + rank in that part)
+//
+// divided by its maximum (the number of parts that answered times
+// 1/(RRFK+1)), so scores lie in [0, 1] (FusedRange): 1 for a doc both
+// parts rank first, about 0.5 for a doc only one part finds, at the top.
+// Each part is asked for max(4k, 20) candidates, so a doc ranked well by
+// both beats one ranked first by only one. Ties go to the newer doc.
+//
+// Typically a is a BM25 and b a Vector: the hybrid then keeps working,
+// lexically, while the embedder is down. When one part fails, Search
+// returns the other part's ranking (scores normalised over that one part)
+// together with an error wrapping ErrDegraded and the cause; Add adds to the
+// part that works and returns such an error too. When both fail, there are
+// no hits and the error joins both causes.
+//
+// The result implements Durable when a or b does (AddSince passes since to
+// the durable parts and every doc to the others), and Releaser, forwarding
+// to the parts that implement it. A nil part is an error, as is a bad
+// option.
+func NewHybrid(a, b Index, opts ...HybridOption) (Index, error) {
+	if isNil(a) || isNil(b) {
+		return nil, fmt.Errorf("%w: NewHybrid: both parts must be non-nil indexes", ErrInvalidArgument)
+	}
+	h := &hybrid{parts: [2]Index{a, b}}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: NewHybrid: option %d of %d is nil", ErrInvalidArgument, i+1, len(opts))
+		}
+		if err := o(h); err != nil {
+			return nil, err
+		}
+	}
+	_, da := a.(Durable)
+	_, db := b.(Durable)
+	if da || db {
+		return &durableHybrid{h}, nil
+	}
+	return h, nil
+}
+
+type hybrid struct {
+	parts  [2]Index
+	min    [2]float64
+	minSet bool
+}
+
+type durableHybrid struct{ *hybrid }
+
+var (
+	_ Index    = (*hybrid)(nil)
+	_ Releaser = (*hybrid)(nil)
+	_ Durable  = (*durableHybrid)(nil)
+)
+
+// String describes the index.
+func (h *hybrid) String() string {
+	return fmt.Sprintf("Hybrid(RRF k=%d: %s, %s)", RRFK, describe(h.parts[0]), describe(h.parts[1]))
+}
+
+// Range returns FusedRange, [0, 1].
+func (h *hybrid) Range() Range { return FusedRange }
+
+// both runs f on both parts concurrently and returns their errors.
+func (h *hybrid) both(f func(i int, p Index) error) [2]error {
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, p := range h.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i, p)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// combine turns the parts' errors into the hybrid's error.
+func (h *hybrid) combine(op string, errs [2]error) error {
+	switch {
+	case errs[0] != nil && errs[1] != nil:
+		return fmt.Errorf("retrieval: hybrid %s: both parts failed: %w", op, errors.Join(errs[0], errs[1]))
+	case errs[0] != nil:
+		return fmt.Errorf("%w: %s in %s: %w", ErrDegraded, op, describe(h.parts[0]), errs[0])
+	case errs[1] != nil:
+		return fmt.Errorf("%w: %s in %s: %w", ErrDegraded, op, describe(h.parts[1]), errs[1])
+	}
+	return nil
+}
+
+// Add adds docs to both parts.
+func (h *hybrid) Add(ctx context.Context, scope string, docs []Doc) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return h.combine("add", h.both(func(_ int, p Index) error { return p.Add(ctx, scope, docs) }))
+}
+
+// Search fuses both parts' rankings (see NewHybrid).
+func (h *hybrid) Search(ctx context.Context, scope, query string, k int) ([]Hit, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkK(k); err != nil {
+		return nil, err
+	}
+	depth := max(4*k, 20)
+	var lists [2][]Hit
+	errs := h.both(func(i int, p Index) error {
+		hits, err := p.Search(ctx, scope, query, depth)
+		lists[i] = hits
+		return err
+	})
+	answered := 0
+	fused := make(map[int64]float64)
+	for i, hits := range lists {
+		if errs[i] != nil {
+			continue
+		}
+		answered++
+		rank := 0
+		for _, hit := range hits {
+			if h.minSet && hit.Score < h.min[i] {
+				continue
+			}
+			rank++
+			fused[hit.Seq] += 1 / float64(RRFK+rank)
+		}
+	}
+	err := h.combine("search", errs)
+	if answered == 0 {
+		return nil, err
+	}
+	norm := float64(answered) / float64(RRFK+1)
+	hits := make([]Hit, 0, len(fused))
+	for seq, s := range fused {
+		hits = append(hits, Hit{Seq: seq, Score: math.Min(s/norm, 1)})
+	}
+	sortHits(hits)
+	if len(hits) > k {
+		hits = hits[:k]
+	}
+	return hits, err
+}
+
+// Delete deletes scope from both parts.
+func (h *hybrid) Delete(ctx context.Context, scope string) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return h.combine("delete", h.both(func(_ int, p Index) error { return p.Delete(ctx, scope) }))
+}
+
+// Release forwards to the parts that implement Releaser.
+func (h *hybrid) Release(scope string) {
+	for _, p := range h.parts {
+		if r, ok := p.(Releaser); ok {
+			r.Release(scope)
+		}
+	}
+}
+
+// AddSince implements Durable.
+func (h *durableHybrid) AddSince(ctx context.Context, scope string, docs []Doc, since int64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return h.combine("add", h.both(func(_ int, p Index) error {
+		if d, ok := p.(Durable); ok {
+			return d.AddSince(ctx, scope, docs, since)
+		}
+		return p.Add(ctx, scope, docs)
+	}))
+}
+
+// Spaces implements Durable: the durable parts' spaces, in order.
+func (h *durableHybrid) Spaces() []Space {
+	var out []Space
+	for _, p := range h.parts {
+		if d, ok := p.(Durable); ok {
+			out = append(out, d.Spaces()...)
+		}
+	}
+	return out
+}
+
+// CheckSpaces implements Durable: recorded is split among the durable
+// parts as Spaces lists them.
+func (h *durableHybrid) CheckSpaces(recorded []Space) error {
+	if len(recorded) == 0 {
+		return nil
+	}
+	if want := len(h.Spaces()); len(recorded) != want {
+		return fmt.Errorf("%w: %d spaces were recorded; this hybrid index has %d", ErrSpaceMismatch, len(recorded), want)
+	}
+	rest := recorded
+	for _, p := range h.parts {
+		d, ok := p.(Durable)
+		if !ok {
+			continue
+		}
+		n := len(d.Spaces())
+		if err := d.CheckSpaces(rest[:n]); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package retrieval
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Tokenize splits text into the terms BM25 indexes and searches:
+//
+//  1. lower-case (Unicode);
+//  2. split into runs of Unicode letters and digits; everything else
+//     (spaces, punctuation, apostrophes, symbols) separates terms. A rune
+//     of a script written without spaces (Han, Hiragana, Katakana, Hangul)
+//     is a term of its own, so such text is searched by character;
+//  3. drop English stop words (StopWord) and one-letter Latin terms;
+//  4. stem lightly (Stem), so "settled", "settle" and "settling" meet.
+//
+// Text in other languages is tokenised by steps 1, 2 and 4 and matched
+// word for word (stemming rarely changes non-English words, and never
+// merges unrelated English ones in practice; it is deliberately light).
+func Tokenize(text string) []string {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		if cur.Len() == 0 {
+			return
+		}
+		w := cur.String()
+		cur.Reset()
+		if !keep(w) {
+			return
+		}
+		out = append(out, Stem(w))
+	}
+	for _, r := range text {
+		switch {
+		case splitRune(r):
+			flush()
+			out = append(out, string(unicode.ToLower(r)))
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			cur.WriteRune(unicode.ToLower(r))
+		default:
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// splitRune reports whether r belongs to a script written without spaces
+// between words, whose runes are indexed one by one.
+func splitRune(r rune) bool {
+	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
+		unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r)
+}
+
+func keep(w string) bool {
+	if len(w) == 1 && w[0] >= 'a' && w[0] <= 'z' {
+		return false
+	}
+	return !StopWord(w)
+}
+
+// StopWord reports whether w (lower-case) is an English stop word: a word
+// so common that it says nothing about what a text is about.
+func StopWord(w string) bool {
+	_, ok := stopWords[w]
+	return ok
+}
+
+// Stem removes common English inflections from w (lower-case), lightly:
+// "ies" → "y" (policies → policy), a plural "s" (plans → plan, but not
+// "ss", "us", "is"), "ing" and "ed" when at least four letters remain
+// (meeting → meet, settled → settl), then a final "e" when at least four
+// letters remain (settle → settl, decide → decid), so the forms of a verb
+// meet. Words of other scripts pass through unchanged except for the same
+// suffix rules on Latin letters.
+func Stem(w string) string {
+	n := len(w)
+	switch {
+	case n > 4 && strings.HasSuffix(w, "ies"):
+		w = w[:n-3] + "y"
+	case n > 4 && strings.HasSuffix(w, "sses"):
+		w = w[:n-2]
+	case n > 3 && strings.HasSuffix(w, "s") &&
+		!strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
+		w = w[:n-1]
+	}
+	n = len(w)
+	switch {
+	case n >= 7 && strings.HasSuffix(w, "ing"):
+		w = w[:n-3]
+	case n >= 6 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
+		w = w[:n-2]
+	}
+	if n = len(w); n >= 5 && strings.HasSuffix(w, "e") {
+		w = w[:n-1]
+	}
+	return w
+}
+
+// stopWords is a common English stop-word list (articles, pronouns,
+// auxiliaries, prepositions, conjunctions, question words).
+var stopWords = func() map[string]struct{} {
+	words := strings.Fields(`
+a about above after again against all am an and any are aren as at
+be because been before being below between both but by
+can cannot could couldn
+did didn do does doesn doing don down during
+each few for from further
+had hadn has hasn have haven having he her here hers herself him himself his how
+i if in into is isn it its itself
+just let ll me more most mustn my myself
+no nor not now of off on once only or other ought our ours ourselves out over own
+re same shan she should shouldn so some such
+than that the their theirs them themselves then there these they this those through to too
+under until up us very
+was wasn we were weren what when where which while who whom why will with won would wouldn
+ve you your yours yourself yourselves
+`)
+	m := make(map[string]struct{}, len(words))
+	for _, w := range words {
+		m[w] = struct{}{}
+	}
+	return m
+}()
