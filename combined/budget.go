@@ -15,8 +15,8 @@ import (
 // Itemizer is implemented by memories whose loaded variable is a list of
 // items that a token budget (WithTokenBudget) can trim whole: a child that
 // implements it is loaded with LoadItems instead of LoadMemoryVariables when
-// the combined memory has a budget. Buffer, RecentN, TokenWindow and Summary
-// in package memories implement it.
+// the combined memory has a budget. Buffer, RecentN, TokenWindow, Summary,
+// Facts and Recall in package memories implement it.
 //
 // The contract:
 //

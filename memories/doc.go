@@ -12,6 +12,17 @@
 //     summarizer.Summarizer: an llms.Model, or the offline extractive
 //     summarizer) plus the recent messages raw; one model call per batch,
 //     never per turn, optionally in the background.
+//   - Facts: durable facts extracted from the conversation (package
+//     extract: built-in patterns, your own rules, or an llms.Model), each
+//     with the messages it came from and when it became valid; a new value
+//     supersedes the old one, which is kept.
+//   - Recall: the past exchanges most relevant to the current input (BM25
+//     by default; vector or hybrid retrieval with WithVector/WithHybrid).
+//
+// Under combined.WithTokenBudget every type loads as items
+// (combined.Itemizer), so a budget drops whole messages, facts or
+// exchanges; and every type records its loads on the observe.Recorder in
+// its context (package observe).
 //
 // # Shared behaviour
 //

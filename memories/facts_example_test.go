@@ -77,14 +77,18 @@ func ExampleWithFactsHook() {
 	down := extract.ExtractorFunc(func(context.Context, []llms.ChatMessage) ([]extract.Candidate, error) {
 		return nil, fmt.Errorf("model unavailable")
 	})
+	// The hook runs on the background worker; collect its events and
+	// print them after Flush, so the output does not race the save.
+	events := make(chan memories.FactsEvent, 1)
 	facts, _ := memories.NewFacts(down,
 		memories.WithBackground(true),
-		memories.WithFactsHook(func(ev memories.FactsEvent) { fmt.Println("hook:", ev.Err) }))
+		memories.WithFactsHook(func(ev memories.FactsEvent) { events <- ev }))
 	defer facts.Close()
 
 	err := facts.SaveContext(ctx, map[string]any{"input": "I'm Ana"}, map[string]any{"output": "Hi!"})
 	fmt.Println("save:", err) // the turn is stored; extraction failures never fail a save
 	_ = facts.Flush(ctx)
+	fmt.Println("hook:", (<-events).Err)
 	fmt.Printf("%+v\n", facts.Stats())
 	// Output:
 	// save: <nil>

@@ -227,7 +227,8 @@ func WithMaxTokens(t int) Option {
 // and AddMessage store the message and return, and summarization runs in a
 // goroutine, at most one per identity at a time. Summary.Flush waits for it
 // and Summary.Close stops it. Failures are reported to the WithSummaryHook
-// hook and counted in Summary.Stats.
+// hook and counted in Summary.Stats. It does the same for Facts: extraction
+// runs off the save path (Facts.Flush, Facts.Close, WithFactsHook).
 func WithBackground(background bool) Option {
 	return func(c *config) { c.background = background }
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
@@ -471,31 +472,104 @@ func (m *Recall) indexStored(ctx context.Context, id identity, what string) erro
 // LoadMemoryVariables returns the stored exchanges most relevant to the
 // current input (see Recall).
 func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any) (map[string]any, error) {
-	id, err := m.begin(ctx)
+	sel, err := m.selectExchanges(ctx, inputs)
 	if err != nil {
 		return nil, err
+	}
+	vars, err := m.variablesOf(sel.exs, sel.order)
+	if err != nil {
+		return nil, err
+	}
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		m.record(rec, sel.exs, sel.order, sel.scores, sel.dropped)
+	}
+	return vars, nil
+}
+
+// LoadItems implements combined.Itemizer: the exchanges LoadMemoryVariables
+// would show, one item per exchange (kind "exchange", ID its first Seq), in
+// conversation order, with Priority = the exchange's score so that a budget
+// drops the least relevant first (neighbouring turns shown around a hit
+// score 0 and go before any hit). It records on the context's Recorder only
+// the exchanges its own threshold, rank and recent-window rules left out.
+func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined.Items, error) {
+	sel, err := m.selectExchanges(ctx, inputs)
+	if err != nil {
+		return combined.Items{}, err
+	}
+	items := make([]combined.Item, len(sel.order))
+	for n, i := range sel.order {
+		text, err := adapter.Render(sel.exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix)
+		if err != nil {
+			return combined.Items{}, err
+		}
+		items[n] = combined.Item{
+			Text:     text,
+			Kind:     "exchange",
+			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
+			Score:    sel.scores[i],
+			Priority: sel.scores[i],
+		}
+	}
+	if rec := observe.FromContext(ctx); rec.Enabled() {
+		rec.Dropped(sel.dropped...)
+	}
+	return combined.Items{
+		Key:  m.cfg.memoryKey,
+		List: items,
+		Render: func(keep []bool) (any, error) {
+			order := make([]int, 0, len(sel.order))
+			for n, i := range sel.order {
+				if n < len(keep) && keep[n] {
+					order = append(order, i)
+				}
+			}
+			vars, err := m.variablesOf(sel.exs, order)
+			if err != nil {
+				return nil, err
+			}
+			return vars[m.cfg.memoryKey], nil
+		},
+	}, nil
+}
+
+// recallSelection is what a load shows: exs[i] for i in order (ascending),
+// the hits' scores, and the candidates left out.
+type recallSelection struct {
+	exs     []recallExchange
+	order   []int
+	scores  map[int]float64
+	dropped []observe.Item
+}
+
+// selectExchanges runs a load's search and selection (see
+// LoadMemoryVariables).
+func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (recallSelection, error) {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return recallSelection{}, err
 	}
 	query := ""
 	if len(inputs) > 0 {
 		if query, err = adapter.InputValue(inputs, m.cfg.inputKey); err != nil {
-			return nil, err
+			return recallSelection{}, err
 		}
 	}
 	if strings.TrimSpace(query) == "" {
-		return m.variablesOf(nil, nil)
+		return recallSelection{}, nil
 	}
 	recs, err := loadAll(ctx, m.cfg.store, id)
 	if err != nil {
-		return nil, err
+		return recallSelection{}, err
 	}
 	e := m.acquire(id)
 	defer m.release(e)
 	if err := m.sync(ctx, id, e, recs); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("memstack: %w", cerr)
+			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
 		}
 		if retrieval.Permanent(err) {
-			return nil, fmt.Errorf("memstack: recall index: %w", err)
+			return recallSelection{}, fmt.Errorf("memstack: recall index: %w", err)
 		}
 		// Transient: reported; search what is indexed.
 	}
@@ -508,15 +582,15 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 		}
 	}
 	if len(exs) == nExcluded {
-		return m.variablesOf(nil, nil)
+		return recallSelection{}, nil
 	}
 	hits, err := m.search(ctx, id, query, min(len(exs), 2*m.k+nExcluded))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("memstack: %w", cerr)
+			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
 		}
 		if retrieval.Permanent(err) {
-			return nil, fmt.Errorf("memstack: recall search: %w", err)
+			return recallSelection{}, fmt.Errorf("memstack: recall search: %w", err)
 		}
 		// Transient (reported): use whatever hits came back (a degraded
 		// hybrid's), or none.
@@ -562,14 +636,7 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 		order = append(order, i)
 	}
 	slices.Sort(order)
-	vars, err := m.variablesOf(exs, order)
-	if err != nil {
-		return nil, err
-	}
-	if rec := observe.FromContext(ctx); rec.Enabled() {
-		m.record(rec, exs, order, scores, dropped)
-	}
-	return vars, nil
+	return recallSelection{exs: exs, order: order, scores: scores, dropped: dropped}, nil
 }
 
 // Clear removes the messages and the index entries of the identity in ctx,

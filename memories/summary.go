@@ -38,9 +38,9 @@ const (
 	defaultRetryMax    = time.Minute
 )
 
-// ErrClosed is returned by a Summary's SaveContext, AddMessage, Clear and
-// Flush after Close.
-var ErrClosed = errors.New("memories: the summary memory is closed")
+// ErrClosed is returned (wrapped) by the SaveContext, AddMessage, Clear and
+// Flush of a Summary or Facts memory after Close.
+var ErrClosed = errors.New("memories: the memory is closed")
 
 // SummaryEvent describes one summarization attempt of a Summary; the hook
 // set with WithSummaryHook receives one per attempt.
