@@ -117,6 +117,8 @@ func TestPatterns_BuiltInRules(t *testing.T) {
 		{"tag question", "I live in Lisbon, right?", nil},
 		// decisions
 		{"we decided to", "OK, we decided to use Postgres.", []fact{{"we decision:use postgres", "use Postgres"}}},
+		{"numbers with separators stay whole", "We agreed on 4,200 euros as the budget.", []fact{{"we decision:4,200 euros as the budget", "4,200 euros as the budget"}}},
+		{"decimal numbers stay whole", "We decided to spend 1.5 million, then stop.", []fact{{"we decision:spend 1.5 million", "spend 1.5 million"}}},
 		{"we've settled on", "We've settled on the blue logo", []fact{{"we decision:the blue logo", "the blue logo"}}},
 		{"we agreed on, cut at because", "We agreed on weekly releases because it is simpler", []fact{{"we decision:weekly releases", "weekly releases"}}},
 		{"we chose", "we chose plan B", []fact{{"we decision:plan b", "plan B"}}},

@@ -15,7 +15,7 @@ import (
 // by a case-sensitive part of the pattern.
 const (
 	reIm    = `(?:\bi(?:'|’)m|\bi\s+am)`                            // I'm, I am
-	reValue = `(?P<value>[^.;:!?,\n]+)`                             // up to the end of the clause
+	reValue = `(?P<value>(?:\d[.,]\d|[^.;:!?,\n])+)`                // up to the end of the clause ("4,200" and "1.5" stay whole)
 	reWord  = `[\p{L}][\p{L}'’-]*`                                  // a word of letters
 	reCapW  = `\p{Lu}\p{Ll}[\p{L}'’-]*`                             // a capitalised word: Ana, O'Neil
 	reName  = `(?P<value>` + reCapW + `(?:\s+` + reCapW + `){0,2})` // 1 to 3 capitalised words

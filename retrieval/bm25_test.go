@@ -46,6 +46,7 @@ func TestStopWordAndStem(t *testing.T) {
 	for in, want := range map[string]string{
 		"decided": "decid", "decide": "decid", "deciding": "decid",
 		"speed": "speed", "bus": "bus", "process": "process", "ties": "tie",
+		"moved": "move", "move": "move", "named": "name", "name": "name", "freed": "freed",
 	} {
 		assert.Equal(t, want, retrieval.Stem(in), in)
 	}

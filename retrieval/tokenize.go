@@ -92,6 +92,8 @@ func Stem(w string) string {
 		w = w[:n-3]
 	case n >= 6 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
 		w = w[:n-2]
+	case n == 5 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
+		w = w[:n-1] // "moved" → "move", "named" → "name"
 	}
 	if n = len(w); n >= 5 && strings.HasSuffix(w, "e") {
 		w = w[:n-1]
