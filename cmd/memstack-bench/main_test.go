@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/memstack/memstack/internal/testsvc"
+)
+
+// TestRunQuick runs the command as `memstack-bench -quick -out DIR` and
+// checks what it writes: the markdown has every section, table and row,
+// and the SVG is a well-formed SVG document holding every series.
+func TestRunQuick(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bench")
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	require.NoError(t, run(context.Background(), []string{"-quick", "-out", dir}, &stdout, &stderr), "stderr:\n%s", stderr.String())
+	t.Logf("quick run took %v", time.Since(start))
+
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(md), stdout.String(), "the markdown printed is the markdown written")
+	checkMarkdown(t, string(md), []int{100, 1000})
+
+	svg, err := os.ReadFile(filepath.Join(dir, "turn-cost.svg"))
+	require.NoError(t, err)
+	checkSVG(t, svg)
+
+	assert.Contains(t, stderr.String(), "turn cost: memstack Buffer", "progress goes to stderr")
+}
+
+func checkMarkdown(t *testing.T, md string, sizes []int) {
+	t.Helper()
+	assert.True(t, strings.HasPrefix(md, headTitle+"\n"), "the report starts with its title")
+	for _, h := range []string{headMachine, headTurns, headTurnTime, headTurnCPU, headTurnAllocs, headTurnSpread, headSummary, headFanout, headStores} {
+		assert.Contains(t, md, "\n"+h+"\n", "section %q", h)
+	}
+	assert.Contains(t, md, "**This is a `-quick` run**")
+	assert.Contains(t, md, "![Cost of one turn against history length, log-log](turn-cost.svg)")
+	for _, row := range []string{"| CPU |", "| logical CPUs (GOMAXPROCS) |", "| Go | go", "| date |", "at start |", "at end |"} {
+		assert.Contains(t, md, row, "machine row %q", row)
+	}
+
+	// The four turn tables: a header with every size, and one row per
+	// memory with one cell per size.
+	header := "| memory | library |"
+	for _, n := range sizes {
+		header += " " + fmtCount(n) + " |"
+	}
+	assert.Equal(t, 4, strings.Count(md, header+"\n")+strings.Count(md, header+" "), "four turn tables with columns %v", sizes)
+	for _, s := range subjects() {
+		prefix := "| " + s.name + " | " + s.library + " |"
+		lines := linesWithPrefix(md, prefix)
+		require.Len(t, lines, 4, "memory %s has a row in each turn table", s.label())
+		for _, line := range lines {
+			// | name | library | one cell per size [| ratio] |
+			cells := strings.Count(line, "|") - 1
+			assert.GreaterOrEqual(t, cells, 2+len(sizes), "row %q", line)
+			assert.NotContains(t, line, "?", "row %q has an unformattable number", line)
+		}
+		assert.Regexp(t, `\d+(\.\d+)? (ns|µs|ms|s) \|`, lines[0], "time row of %s", s.label())
+		assert.Regexp(t, `\d+(\.\d+)? (ns|µs|ms|s) \|`, lines[1], "CPU time row of %s", s.label())
+		assert.Contains(t, lines[2], "allocs, ", "allocation row of %s", s.label())
+		assert.Contains(t, lines[3], " turns", "spread row of %s", s.label())
+	}
+
+	for _, name := range []string{stratCount, stratTokens, stratBufferLC, stratBackground, stratPaced} {
+		assert.Len(t, linesWithPrefix(md, "| "+name+" |"), 1, "summary row %q", name)
+	}
+	for _, name := range []string{fanOne, fanCombined, fanSequential} {
+		assert.Len(t, linesWithPrefix(md, "| "+name+" |"), 1, "combined row %q", name)
+	}
+	for _, name := range []string{backendInMemory, backendSQLite} {
+		rows := linesWithPrefix(md, "| "+name+" |")
+		require.Len(t, rows, 1, "store row %q", name)
+		assert.NotContains(t, rows[0], "not run", "%s runs in quick mode", name)
+		assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \|`, rows[0], "%s has a saves/s figure", name)
+	}
+	for _, name := range []string{backendRedis, backendPostgres} {
+		rows := linesWithPrefix(md, "| "+name+" |")
+		require.Len(t, rows, 1, "store row %q", name)
+		assert.Contains(t, rows[0], "not run: -quick starts no servers", "%s is not started in quick mode", name)
+	}
+}
+
+func linesWithPrefix(s, prefix string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// checkSVG parses svg as XML and checks the root, the axis labels, every
+// series name in the legend and the dashed langchaingo lines.
+func checkSVG(t *testing.T, svg []byte) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	var root string
+	var texts []string
+	var inText bool
+	dashed := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "the SVG is well-formed XML")
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+				assert.Equal(t, "http://www.w3.org/2000/svg", tok.Name.Space, "SVG namespace")
+			}
+			inText = tok.Name.Local == "text"
+			if inText {
+				texts = append(texts, "")
+			}
+			if tok.Name.Local == "path" {
+				for _, a := range tok.Attr {
+					if a.Name.Local == "style" && strings.Contains(a.Value, "stroke-dasharray") {
+						dashed++
+					}
+				}
+			}
+		case xml.CharData:
+			if inText {
+				texts[len(texts)-1] += string(tok)
+			}
+		case xml.EndElement:
+			inText = false
+		}
+	}
+	require.Equal(t, "svg", root, "the root element")
+	for _, want := range []string{
+		"Cost of one turn (SaveContext + LoadMemoryVariables) vs history length",
+		"history length (messages, log scale)",
+		plotCPULabel,
+		"100", "1,000",
+	} {
+		assert.Contains(t, texts, want, "text %q", want)
+	}
+	langchaingo := 0
+	for _, s := range subjects() {
+		assert.Contains(t, texts, s.label(), "series %q in the legend", s.label())
+		if s.library == libLangchaingo {
+			langchaingo++
+		}
+	}
+	// Each langchaingo series is dashed twice: its line and its legend
+	// thumbnail.
+	assert.Equal(t, 2*langchaingo, dashed, "dashed paths")
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c config) {
+			assert.Equal(t, "docs/bench", c.out)
+			assert.Equal(t, []int{100, 1_000, 10_000, 100_000}, c.sizes)
+			assert.True(t, c.startServers, "a full run starts the servers that are installed")
+			assert.False(t, c.requireServers)
+			assert.Equal(t, 5, c.reps)
+		}},
+		{name: "quick", args: []string{"-quick"}, check: func(t *testing.T, c config) {
+			assert.Equal(t, []int{100, 1_000}, c.sizes)
+			assert.False(t, c.startServers, "-quick starts no servers")
+		}},
+		{name: "quick with stores", args: []string{"-quick", "-stores"}, check: func(t *testing.T, c config) {
+			assert.True(t, c.startServers)
+			assert.True(t, c.requireServers)
+		}},
+		{name: "quick with max", args: []string{"-quick", "-max", "10000"}, check: func(t *testing.T, c config) {
+			assert.Equal(t, []int{100, 1_000, 10_000}, c.sizes)
+		}},
+		{name: "max not a power of ten", args: []string{"-max", "2501"}, check: func(t *testing.T, c config) {
+			assert.Equal(t, []int{100, 1_000, 2_500}, c.sizes)
+		}},
+		{name: "max too small", args: []string{"-max", "99"}, wantErr: "-max 99"},
+		{name: "empty out", args: []string{"-out", " "}, wantErr: "-out"},
+		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},
+		{name: "unknown flag", args: []string{"-fast"}, wantErr: "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+	_, err := parseFlags([]string{"-h"}, io.Discard)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+}
+
+func TestFormatting(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{fmtNs(812), "812 ns"},
+		{fmtNs(2_314), "2.31 µs"},
+		{fmtNs(14_230_000), "14.2 ms"},
+		{fmtNs(1_200_000_000), "1.20 s"},
+		{fmtNs(-1), "?"},
+		{fmtCount(0), "0"},
+		{fmtCount(999), "999"},
+		{fmtCount(1000), "1,000"},
+		{fmtCount(100_000), "100,000"},
+		{fmtCount(-12345), "-12,345"},
+		{fmtBytes(512), "512 B"},
+		{fmtBytes(3 * 1024), "3.00 KiB"},
+		{fmtBytes(10.5 * (1 << 20)), "10.5 MiB"},
+		{fmtAllocs(17.55), "17.6"},
+		{fmtAllocs(3018.4), "3,018"},
+		{fmtPow(1e3), "1 µs"},
+		{fmtPow(1e8), "100 ms"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.got)
+	}
+}
+
+// TestSummaryStrategies checks the claims the summary table makes, on 200
+// turns: count mode makes at most one call per batch of 6 messages, about a
+// third of LangChain's summary-buffer strategy, which calls on every turn
+// once full.
+func TestSummaryStrategies(t *testing.T) {
+	ctx := context.Background()
+	const turns = 200
+	count, err := runVirtual(ctx, stratCount, turns, 200*time.Millisecond, summaryMemory())
+	require.NoError(t, err)
+	lc, err := runVirtual(ctx, stratBufferLC, turns, 200*time.Millisecond, summaryBufferStrategy(15))
+	require.NoError(t, err)
+
+	assert.LessOrEqual(t, count.calls, int64((2*turns+5)/6), "count mode: at most ⌈messages/batch⌉ calls")
+	assert.Greater(t, count.calls, int64(turns/4), "count mode summarizes as the conversation grows")
+	assert.Equal(t, int64(turns-7), lc.calls, "summary-buffer: one call per turn from the 8th turn on")
+	assert.Equal(t, 200*time.Millisecond, lc.p50.Round(10*time.Millisecond), "summary-buffer: the typical save waits for the model")
+	assert.Less(t, count.p50, 100*time.Millisecond, "count mode: the typical save does not wait for the model")
+	assert.Equal(t, time.Duration(count.calls)*200*time.Millisecond, count.waited)
+}
+
+// TestFanoutRunsChildrenConcurrently checks the CombinedMemory table's
+// claim with 5 ms children.
+func TestFanoutRunsChildrenConcurrently(t *testing.T) {
+	cfg := config{fanoutOps: 5, childLatency: 5 * time.Millisecond}
+	rows, err := runFanout(context.Background(), cfg, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	one, comb, seq := rows[0], rows[1], rows[2]
+	assert.GreaterOrEqual(t, one.saveP50, 5*time.Millisecond)
+	assert.GreaterOrEqual(t, seq.saveP50, 15*time.Millisecond, "one after another: three waits")
+	assert.Less(t, comb.saveP50, seq.saveP50*2/3, "combined saves run the children concurrently")
+	assert.Less(t, comb.loadP50, seq.loadP50*2/3, "combined loads run the children concurrently")
+}
+
+func TestSizesUpTo(t *testing.T) {
+	assert.Equal(t, []int{100}, sizesUpTo(100))
+	assert.Equal(t, []int{100, 150}, sizesUpTo(151))
+	assert.Equal(t, []int{100, 1000, 10000, 100000}, sizesUpTo(100000))
+	assert.Equal(t, []int{100, 1000, 10000, 100000, 1000000}, sizesUpTo(1000000))
+}
+
+// TestStoresWithServers runs the store section as a full run does: every
+// backend, Redis and PostgreSQL on throwaway servers started through
+// testsvc and stopped afterwards. A server that is not installed is
+// reported as skipped, except under CI, where it is an error.
+func TestStoresWithServers(t *testing.T) {
+	cfg := config{startServers: true, requireServers: testsvc.InCI(), storeConvs: 4, storeTurns: 5}
+	rows, err := runStores(context.Background(), cfg, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	for _, r := range rows {
+		if r.skipped != "" {
+			assert.Contains(t, []string{backendRedis, backendPostgres}, r.backend, "only server backends may be skipped")
+			assert.Equal(t, "not run: the server is not installed", r.skipped)
+			continue
+		}
+		assert.Equal(t, 20, r.res.Saves, r.backend)
+		assert.Positive(t, r.res.SavesPerSec, r.backend)
+		assert.Positive(t, r.res.LoadP99, r.backend)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/memstack/memstack/internal/testsvc"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storetest"
+)
+
+// storeRow is one backend's result, or why it was not measured.
+type storeRow struct {
+	backend string
+	setup   string // how the store was set up
+	res     storetest.Result
+	skipped string // non-empty: not measured, and why
+}
+
+// Names of the store backends, as the table shows them.
+const (
+	backendInMemory = "in-memory (store.InMemory)"
+	backendSQLite   = "SQLite (sqlitestore)"
+	backendRedis    = "Redis (redisstore)"
+	backendPostgres = "PostgreSQL (pgstore)"
+)
+
+// storeBackend opens one backend; the returned func releases everything
+// open started (store, server, files).
+type storeBackend struct {
+	name  string
+	setup string
+	// server is set for the backends that need a server process.
+	server bool
+	open   func(ctx context.Context) (store.Store, func(), error)
+}
+
+var errNotInstalled = errors.New("not installed")
+
+func storeBackends() []storeBackend {
+	return []storeBackend{
+		{
+			name:  backendInMemory,
+			setup: "store.NewInMemory()",
+			open: func(context.Context) (store.Store, func(), error) {
+				return store.NewInMemory(), func() {}, nil
+			},
+		},
+		{
+			name:  backendSQLite,
+			setup: "a new file in a temporary directory, default options (WAL, synchronous=NORMAL)",
+			open: func(ctx context.Context) (store.Store, func(), error) {
+				dir, err := os.MkdirTemp("", "memstack-bench-sqlite-")
+				if err != nil {
+					return nil, nil, err
+				}
+				s, err := sqlitestore.Open(ctx, filepath.Join(dir, "bench.db"))
+				if err != nil {
+					_ = os.RemoveAll(dir)
+					return nil, nil, err
+				}
+				return s, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
+			},
+		},
+		{
+			name:   backendRedis,
+			setup:  "a throwaway redis-server on 127.0.0.1 without persistence, default client options",
+			server: true,
+			open: func(ctx context.Context) (store.Store, func(), error) {
+				srv, err := testsvc.StartRedisServer()
+				if err != nil {
+					if errors.Is(err, testsvc.ErrRedisNotInstalled) {
+						return nil, nil, fmt.Errorf("%w: %w", errNotInstalled, err)
+					}
+					return nil, nil, err
+				}
+				s, err := redisstore.Open(ctx, srv.Addr())
+				if err != nil {
+					srv.Stop()
+					return nil, nil, err
+				}
+				return s, func() { _ = s.Close(); srv.Stop() }, nil
+			},
+		},
+		{
+			name:   backendPostgres,
+			setup:  "a throwaway PostgreSQL on 127.0.0.1 (fsync=off), default pool (pgxpool: max(4, CPUs) connections)",
+			server: true,
+			open: func(ctx context.Context) (store.Store, func(), error) {
+				srv, err := testsvc.StartPostgresServer()
+				if err != nil {
+					if errors.Is(err, testsvc.ErrPostgresNotInstalled) {
+						return nil, nil, fmt.Errorf("%w: %w", errNotInstalled, err)
+					}
+					return nil, nil, err
+				}
+				s, err := pgstore.Open(ctx, srv.DSN())
+				if err != nil {
+					srv.Stop()
+					return nil, nil, err
+				}
+				return s, func() { _ = s.Close(); srv.Stop() }, nil
+			},
+		},
+	}
+}
+
+// runStores measures every backend that can run with storetest.Measure:
+// cfg.storeConvs concurrent conversations of cfg.storeTurns turns each.
+// Server backends run when cfg.startServers is set; a server that is not
+// installed is then skipped (noted in the table), unless
+// cfg.requireServers is set, when it is an error, as is any other failure.
+func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow, error) {
+	var rows []storeRow
+	for _, b := range storeBackends() {
+		row := storeRow{backend: b.name, setup: b.setup}
+		if b.server && !cfg.startServers {
+			row.skipped = "not run: -quick starts no servers (add -stores)"
+			rows = append(rows, row)
+			fmt.Fprintf(progress, "stores: %-28s %s\n", b.name, row.skipped)
+			continue
+		}
+		openCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		s, release, err := b.open(openCtx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, errNotInstalled) && !cfg.requireServers {
+				row.skipped = "not run: the server is not installed"
+				rows = append(rows, row)
+				fmt.Fprintf(progress, "stores: %-28s %s (%v)\n", b.name, row.skipped, err)
+				continue
+			}
+			return nil, fmt.Errorf("opening the %s store: %w", b.name, err)
+		}
+		row.res, err = storetest.Measure(ctx, s, cfg.storeConvs, cfg.storeTurns)
+		release()
+		if err != nil {
+			return nil, fmt.Errorf("measuring the %s store: %w", b.name, err)
+		}
+		fmt.Fprintf(progress, "stores: %-28s %s\n", b.name, row.res)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
