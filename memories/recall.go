@@ -1,6 +1,7 @@
 package memories
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -194,9 +195,16 @@ type recallEntry struct {
 	elem *list.Element
 	refs int // guarded by Recall.mu; an entry in use is never evicted
 
-	mu    sync.Mutex // held while indexing the identity
+	mu    sync.Mutex // held while indexing or loading the identity
 	ready bool       // the identity's exchanges were indexed in this process
 	seen  int64      // the Seq of the newest message indexed
+
+	// The identity's exchanges as stored, kept up to date incrementally
+	// (see refreshExchanges) so that a load costs O(new messages + what
+	// it shows), not O(history). stat is the store's Stat they reflect.
+	exs     []recallExchange
+	exsStat store.Stat
+	exsOK   bool
 }
 
 // recallState is what a Recall with a durable index keeps in the store's
@@ -558,13 +566,17 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 	if strings.TrimSpace(query) == "" {
 		return recallSelection{}, nil
 	}
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	e := m.acquire(id)
+	defer m.release(e)
+	// The entry stays locked for the whole load: the exchanges read below
+	// are the entry's own, which a concurrent save would extend.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	recs, err := m.refreshExchanges(ctx, id, e)
 	if err != nil {
 		return recallSelection{}, err
 	}
-	e := m.acquire(id)
-	defer m.release(e)
-	if err := m.sync(ctx, id, e, recs); err != nil {
+	if err := m.syncLocked(ctx, id, e, recs); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
 		}
@@ -573,14 +585,10 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 		}
 		// Transient: reported; search what is indexed.
 	}
-	exs := recallExchanges(recs)
-	excluded := m.excluded(recs, exs)
-	nExcluded := 0
-	for _, x := range excluded {
-		if x {
-			nExcluded++
-		}
-	}
+	exs := e.exs
+	firstExcluded := m.firstExcluded(exs)
+	nExcluded := len(exs) - firstExcluded
+	excluded := func(i int) bool { return i >= firstExcluded }
 	if len(exs) == nExcluded {
 		return recallSelection{}, nil
 	}
@@ -595,14 +603,10 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 		// Transient (reported): use whatever hits came back (a degraded
 		// hybrid's), or none.
 	}
-	pos := make(map[int64]int, len(exs))
-	for i, x := range exs {
-		pos[x.seq] = i
-	}
 	scores := make(map[int]float64)
 	var dropped []observe.Item
 	for _, h := range hits {
-		i, ok := pos[h.Seq]
+		i, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
 		if !ok {
 			continue // not in the store any more (cleared, trimmed)
 		}
@@ -611,7 +615,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 		}
 		item := observe.Item{Kind: "exchange", ID: strconv.FormatInt(h.Seq, 10), Score: h.Score}
 		switch {
-		case excluded[i]:
+		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
 		case h.Score < m.threshold:
 			item.Reason = observe.ReasonThreshold
@@ -626,7 +630,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 	shown := make(map[int]bool, len(scores)*(1+2*m.neighbours))
 	for i := range scores {
 		for j := max(i-m.neighbours, 0); j <= min(i+m.neighbours, len(exs)-1); j++ {
-			if !excluded[j] {
+			if !excluded(j) {
 				shown[j] = true
 			}
 		}
@@ -713,6 +717,11 @@ func (m *Recall) report(id identity, op string, n int, took time.Duration, err e
 func (m *Recall) sync(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return m.syncLocked(ctx, id, e, recs)
+}
+
+// syncLocked is sync with e.mu held.
+func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
 	if recs == nil {
 		var err error
 		if recs, err = m.unindexed(ctx, id, e); err != nil {
@@ -849,22 +858,71 @@ func (m *Recall) search(ctx context.Context, id identity, query string, k int) (
 
 // excluded reports, per exchange, whether it has a message among the last
 // m.exclude non-system messages.
-func (m *Recall) excluded(recs []store.Record, exs []recallExchange) []bool {
-	out := make([]bool, len(exs))
-	if m.exclude == 0 {
-		return out
+func (m *Recall) firstExcluded(exs []recallExchange) int {
+	first, seen := len(exs), 0
+	for first > 0 && seen < m.exclude {
+		first--
+		seen += len(exs[first].msgs)
 	}
-	cutoff, seen := int64(math.MinInt64), 0
-	for i := len(recs) - 1; i >= 0 && seen < m.exclude; i-- {
-		if recs[i].Message.GetType() != llms.ChatMessageTypeSystem {
-			cutoff = recs[i].Seq
-			seen++
+	return first
+}
+
+// refreshExchanges brings e's exchanges up to date with the store (e.mu is
+// held) and returns every stored record when it had to read them all (on
+// first use, or when the store changed other than by appends), else nil.
+func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+	s := m.cfg.store
+	st, err := s.Stat(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("memstack: loading history: %w", err)
+	}
+	if e.exsOK && st == e.exsStat {
+		return nil, nil
+	}
+	if e.exsOK && e.exsStat.Count > 0 && st.FirstSeq == e.exsStat.FirstSeq && st.Count > e.exsStat.Count {
+		k := st.Count - e.exsStat.Count
+		recs, err := s.Last(ctx, id, k+1)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: loading history: %w", err)
+		}
+		if len(recs) == k+1 && recs[0].Seq == e.exsStat.LastSeq {
+			old, cloned := len(e.exs), false
+			for _, r := range recs[1:] {
+				// A message that extends an exchange an earlier load
+				// may still be rendering (a selection outlives the lock
+				// through LoadItems' Render) goes to a copy: exchanges
+				// other goroutines can see are never written.
+				if t := r.Message.GetType(); !cloned && old > 0 && len(e.exs) == old &&
+					t != llms.ChatMessageTypeSystem && t != llms.ChatMessageTypeHuman {
+					e.exs, cloned = slices.Clone(e.exs), true
+				}
+				e.exs = appendExchange(e.exs, r)
+			}
+			e.exsStat = store.Stat{Count: e.exsStat.Count + k, FirstSeq: e.exsStat.FirstSeq, LastSeq: recs[k].Seq}
+			return nil, nil
 		}
 	}
-	for i, x := range exs {
-		out[i] = x.through >= cutoff
+	recs, err := loadAll(ctx, s, id)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	if e.exsOK && m.durable == nil {
+		// The store changed other than by appends (another writer cleared
+		// it or removed a prefix): drop the in-process index of the
+		// identity and index what is stored now, so removed exchanges do
+		// not take the places of real hits. (A durable index keeps its
+		// entries; hits for removed exchanges are skipped.)
+		if err := m.idx.Delete(ctx, id.Key()); err != nil {
+			return nil, fmt.Errorf("memstack: resetting the recall index: %w", err)
+		}
+		e.ready, e.seen = false, 0
+	}
+	e.exs = recallExchanges(recs)
+	e.exsStat, e.exsOK = store.Stat{Count: len(recs)}, true
+	if len(recs) > 0 {
+		e.exsStat.FirstSeq, e.exsStat.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq
+	}
+	return recs, nil
 }
 
 // variablesOf renders the exchanges exs[i] for i in order (ascending).
@@ -929,18 +987,26 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 func recallExchanges(recs []store.Record) []recallExchange {
 	var out []recallExchange
 	for _, r := range recs {
-		t := r.Message.GetType()
-		if t == llms.ChatMessageTypeSystem {
-			continue
-		}
-		if len(out) == 0 || t == llms.ChatMessageTypeHuman {
-			out = append(out, recallExchange{seq: r.Seq})
-		}
-		x := &out[len(out)-1]
-		x.through = r.Seq
-		x.msgs = append(x.msgs, r.Message)
+		out = appendExchange(out, r)
 	}
 	return out
+}
+
+// appendExchange adds one stored message to exs: a human message (or the
+// first message) opens an exchange, any other joins the last one, and
+// system messages are left out.
+func appendExchange(exs []recallExchange, r store.Record) []recallExchange {
+	t := r.Message.GetType()
+	if t == llms.ChatMessageTypeSystem {
+		return exs
+	}
+	if len(exs) == 0 || t == llms.ChatMessageTypeHuman {
+		exs = append(exs, recallExchange{seq: r.Seq})
+	}
+	x := &exs[len(exs)-1]
+	x.through = r.Seq
+	x.msgs = append(x.msgs, r.Message)
+	return exs
 }
 
 // text is what the index sees of the exchange: its messages' contents, one
