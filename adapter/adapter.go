@@ -18,8 +18,11 @@
 //   - Rendering is byte-for-byte llms.GetBufferString.
 //
 // Unlike langchaingo, errors name the offending key and never include the
-// map's values (which may be large or private), and both maps of a turn are
-// validated before anything is written. Every validation error wraps
+// map's values (which may be large or private), both maps of a turn are
+// validated before anything is written, and text that is not valid UTF-8 is
+// rejected up front (every persistent store would reject it, and a
+// tokenizer or chat model would mangle it), so a turn is accepted or
+// refused the same way whatever store a memory uses. Every validation error wraps
 // langchaingo's memory.ErrInvalidInputValues, so code that checks for it
 // with errors.Is keeps working.
 package adapter
@@ -29,6 +32,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/memory"
@@ -115,6 +119,9 @@ func asString(side, key string, v any) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: %s key %q: value of type %T is not a string", ErrInvalidValues, side, key, v)
 	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("%w: %s key %q: value is not valid UTF-8", ErrInvalidValues, side, key)
+	}
 	return s, nil
 }
 
@@ -163,6 +170,9 @@ func ValidateMessage(msg llms.ChatMessage) error {
 	}
 	if v := reflect.ValueOf(msg); v.Kind() == reflect.Pointer && v.IsNil() {
 		return fmt.Errorf("%w: message is a nil %T", ErrInvalidValues, msg)
+	}
+	if !utf8.ValidString(msg.GetContent()) {
+		return fmt.Errorf("%w: %s message content is not valid UTF-8", ErrInvalidValues, msg.GetType())
 	}
 	switch t := msg.GetType(); t {
 	case llms.ChatMessageTypeHuman, llms.ChatMessageTypeAI, llms.ChatMessageTypeSystem,

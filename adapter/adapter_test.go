@@ -448,3 +448,24 @@ func TestErrInvalidValuesIsLangchaingos(t *testing.T) {
 	assert.Equal(t, buf.HumanPrefix, adapter.DefaultHumanPrefix)
 	assert.Equal(t, buf.AIPrefix, adapter.DefaultAIPrefix)
 }
+
+// Text that is not valid UTF-8 is refused up front, naming the key (or the
+// message type), whatever store a memory uses.
+func TestInvalidUTF8IsRejected(t *testing.T) {
+	bad := "caf\xe9"
+	_, _, err := adapter.Turn(map[string]any{"input": bad}, map[string]any{"output": "ok"}, "", "")
+	require.ErrorIs(t, err, adapter.ErrInvalidValues)
+	assert.Contains(t, err.Error(), `input key "input"`)
+	assert.Contains(t, err.Error(), "UTF-8")
+	assert.NotContains(t, err.Error(), bad)
+	_, _, err = adapter.Turn(map[string]any{"input": "ok"}, map[string]any{"text": bad}, "", "")
+	require.ErrorIs(t, err, adapter.ErrInvalidValues)
+	assert.Contains(t, err.Error(), `output key "text"`)
+	_, err = adapter.Normalize(llms.SystemChatMessage{Content: bad})
+	require.ErrorIs(t, err, adapter.ErrInvalidValues)
+	assert.Contains(t, err.Error(), "system message")
+	// NUL bytes are valid UTF-8 and accepted.
+	h, _, err := adapter.Turn(map[string]any{"input": "a\x00b"}, map[string]any{"output": "ok"}, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "a\x00b", h)
+}

@@ -54,6 +54,9 @@ func NewInMemory() *InMemory {
 }
 
 func ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

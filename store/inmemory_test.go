@@ -699,3 +699,17 @@ func TestCloneMessageOtherTypesAsIs(t *testing.T) {
 	got := store.CloneMessage(custom)
 	assert.Same(t, custom, got, "unknown message types are returned as they are")
 }
+
+// A nil context is an error, never a panic.
+func TestInMemoryNilContext(t *testing.T) {
+	s := store.NewInMemory()
+	//nolint:staticcheck // a nil context on purpose
+	err := s.Append(nil, memstack.Identity{}, human("x")) //lint:ignore SA1012 on purpose
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	//nolint:staticcheck
+	_, err = s.All(nil, memstack.Identity{}) //lint:ignore SA1012 on purpose
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	recs, err := s.All(context.Background(), memstack.Identity{})
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+}

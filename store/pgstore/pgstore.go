@@ -245,6 +245,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgstore.New: pool is nil", store.ErrInvalidArgument)
 	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: pgstore.New: nil context", store.ErrInvalidArgument)
+	}
 	c, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -259,6 +262,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 // connect_timeout gets DefaultConnectTimeout. An unreachable server is an
 // error naming its host:port, returned no later than ctx is done.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: pgstore.Open: nil context", store.ErrInvalidArgument)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgconn's parse errors redact the password.
@@ -310,6 +316,9 @@ func poolAddr(cfg *pgxpool.Config) string {
 // createSchema creates the sequence and tables in one transaction, under an
 // advisory lock so that concurrent creators do not collide on the catalog.
 func (s *Store) createSchema(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: pgstore: nil context", store.ErrInvalidArgument)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: connecting to PostgreSQL at %s: %w", s.addr, err)
 	}
@@ -372,6 +381,9 @@ func (s *Store) Close() error {
 
 // check returns the error a call must return before touching the server.
 func (s *Store) check(ctx context.Context, op string, id memstack.Identity) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: pgstore: %s of identity %q: nil context", store.ErrInvalidArgument, op, id.Key())
+	}
 	if s.closed.Load() {
 		return fmt.Errorf("pgstore: %s of identity %q: %w", op, id.Key(), ErrClosed)
 	}

@@ -196,6 +196,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: sqlitestore: Open: path is empty", store.ErrInvalidArgument)
 	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: sqlitestore: Open(%s): nil context", store.ErrInvalidArgument, path)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
@@ -330,6 +333,9 @@ func (s *Store) Namespace() string { return s.ns }
 
 // begin checks that the Store is open and ctx is not done.
 func (s *Store) begin(ctx context.Context, op string, id memstack.Identity) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: sqlitestore: %s of %s: nil context", store.ErrInvalidArgument, op, id.Key())
+	}
 	if s.closed.Load() {
 		return fmt.Errorf("sqlitestore: %s of %s: %w", op, id.Key(), ErrClosed)
 	}
