@@ -171,8 +171,8 @@ func ValidateMessage(msg llms.ChatMessage) error {
 	if v := reflect.ValueOf(msg); v.Kind() == reflect.Pointer && v.IsNil() {
 		return fmt.Errorf("%w: message is a nil %T", ErrInvalidValues, msg)
 	}
-	if !utf8.ValidString(msg.GetContent()) {
-		return fmt.Errorf("%w: %s message content is not valid UTF-8", ErrInvalidValues, msg.GetType())
+	if field := invalidUTF8Field(msg); field != "" {
+		return fmt.Errorf("%w: %s message %s is not valid UTF-8", ErrInvalidValues, msg.GetType(), field)
 	}
 	switch t := msg.GetType(); t {
 	case llms.ChatMessageTypeHuman, llms.ChatMessageTypeAI, llms.ChatMessageTypeSystem,
@@ -187,6 +187,49 @@ func ValidateMessage(msg llms.ChatMessage) error {
 		return fmt.Errorf("%w: message type %q (Go type %T) is not a langchaingo message type", ErrInvalidValues, t, msg)
 	}
 	return nil
+}
+
+// invalidUTF8Field names the first text field of msg that is not valid
+// UTF-8 (every string field of langchaingo's message types: content, role,
+// name, tool call IDs, function names and arguments...), or returns "".
+func invalidUTF8Field(msg llms.ChatMessage) string {
+	type field struct{ name, value string }
+	fields := []field{{"content", msg.GetContent()}}
+	if m, ok := msg.(*llms.AIChatMessage); ok {
+		msg = *m
+	}
+	switch m := msg.(type) {
+	case llms.GenericChatMessage:
+		fields = append(fields, field{"role", m.Role}, field{"name", m.Name})
+	case *llms.GenericChatMessage:
+		fields = append(fields, field{"role", m.Role}, field{"name", m.Name})
+	case llms.FunctionChatMessage:
+		fields = append(fields, field{"name", m.Name})
+	case *llms.FunctionChatMessage:
+		fields = append(fields, field{"name", m.Name})
+	case llms.ToolChatMessage:
+		fields = append(fields, field{"tool call id", m.ID})
+	case *llms.ToolChatMessage:
+		fields = append(fields, field{"tool call id", m.ID})
+	case llms.AIChatMessage:
+		fields = append(fields, field{"reasoning content", m.ReasoningContent})
+		if fc := m.FunctionCall; fc != nil {
+			fields = append(fields, field{"function call name", fc.Name}, field{"function call arguments", fc.Arguments})
+		}
+		for i, c := range m.ToolCalls {
+			n := fmt.Sprintf("tool call %d ", i+1)
+			fields = append(fields, field{n + "id", c.ID}, field{n + "type", c.Type})
+			if fc := c.FunctionCall; fc != nil {
+				fields = append(fields, field{n + "function name", fc.Name}, field{n + "function arguments", fc.Arguments})
+			}
+		}
+	}
+	for _, f := range fields {
+		if !utf8.ValidString(f.value) {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // RenderLine renders one message exactly as llms.GetBufferString renders it

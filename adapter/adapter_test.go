@@ -469,3 +469,23 @@ func TestInvalidUTF8IsRejected(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a\x00b", h)
 }
+
+func TestInvalidUTF8OutsideContentIsRejected(t *testing.T) {
+	bad := "x\xff"
+	for _, tc := range []struct {
+		msg   llms.ChatMessage
+		field string
+	}{
+		{llms.ToolChatMessage{ID: bad, Content: "ok"}, "tool call id"},
+		{llms.GenericChatMessage{Role: bad, Content: "ok"}, "role"},
+		{&llms.GenericChatMessage{Role: "r", Name: bad, Content: "ok"}, "name"},
+		{llms.FunctionChatMessage{Name: bad, Content: "ok"}, "name"},
+		{llms.AIChatMessage{Content: "ok", ReasoningContent: bad}, "reasoning content"},
+		{llms.AIChatMessage{FunctionCall: &llms.FunctionCall{Name: "f", Arguments: bad}}, "function call arguments"},
+		{&llms.AIChatMessage{ToolCalls: []llms.ToolCall{{ID: "1", Type: "function", FunctionCall: &llms.FunctionCall{Name: bad}}}}, "tool call 1 function name"},
+	} {
+		err := adapter.ValidateMessage(tc.msg)
+		require.ErrorIs(t, err, adapter.ErrInvalidValues, "%T", tc.msg)
+		assert.Contains(t, err.Error(), tc.field+" is not valid UTF-8")
+	}
+}

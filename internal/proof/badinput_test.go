@@ -585,6 +585,23 @@ func backendCases(b backend) []badCase {
 		},
 		want: []string{"UTF-8"},
 	}, {
+		name: b.name + ": invalid UTF-8 outside the content is rejected and nothing is stored",
+		run: func(t *testing.T) (error, func(*testing.T)) {
+			st := b.space(t)("utf8f")
+			m := memories.NewBuffer(memories.WithStore(st))
+			for name, msg := range map[string]llms.ChatMessage{
+				"a tool message's ID":      llms.ToolChatMessage{Content: "42", ID: "call\xff"},
+				"a generic message's role": llms.GenericChatMessage{Content: "ok", Role: "crit\xc3\x28ic", Name: "bob"},
+				"reasoning content":        llms.AIChatMessage{Content: "ok", ReasoningContent: "because \xfe"},
+			} {
+				assert.ErrorContains(t, m.AddMessage(ctxOf(alice), msg), "UTF-8", "AddMessage of %s", name)
+			}
+			call := llms.AIChatMessage{ToolCalls: []llms.ToolCall{{ID: "c1", Type: "function",
+				FunctionCall: &llms.FunctionCall{Name: "search", Arguments: "{\"q\":\"caf\xe9\"}"}}}}
+			return m.AddMessage(ctxOf(alice), call), emptyFor(st, alice)
+		},
+		want: []string{"UTF-8"},
+	}, {
 		name: b.name + ": NUL bytes round-trip",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := b.space(t)("nul")
