@@ -46,6 +46,8 @@ type config struct {
 	retryMin       time.Duration
 	retryMax       time.Duration
 	retrySet       bool
+	sumTimeout     time.Duration
+	sumTimeoutSet  bool
 
 	// Settings of the long-term layers, each owned by its type's file.
 	facts  factsSettings
@@ -246,6 +248,23 @@ func WithSummaryHook(hook func(SummaryEvent)) Option {
 			return
 		}
 		c.summaryHook = hook
+	}
+}
+
+// WithSummaryTimeout bounds each summarizer call of a Summary (default
+// DefaultSummaryTimeout, 2 minutes): a call that has not returned by then is
+// abandoned, counted as a failure (errors.Is ErrSummaryTimeout), reported
+// and retried after the backoff, with the messages kept raw. It matters most
+// in background mode, where no caller's deadline reaches the model call: a
+// model that never answers would otherwise stall that identity's
+// summarization until Close. 0 turns the bound off; d < 0 is an error.
+func WithSummaryTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.bad("WithSummaryTimeout(%v): the timeout must not be negative", d)
+			return
+		}
+		c.sumTimeout, c.sumTimeoutSet = d, true
 	}
 }
 

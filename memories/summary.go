@@ -38,6 +38,14 @@ const (
 	defaultRetryMax    = time.Minute
 )
 
+// DefaultSummaryTimeout bounds each summarizer call (see
+// WithSummaryTimeout).
+const DefaultSummaryTimeout = 2 * time.Minute
+
+// ErrSummaryTimeout is wrapped by the error of a summarizer call that did not
+// return within the Summary's timeout (WithSummaryTimeout).
+var ErrSummaryTimeout = errors.New("memories: the summarizer did not answer in time")
+
 // ErrClosed is returned (wrapped) by the SaveContext, AddMessage, Clear and
 // Flush of a Summary or Facts memory after Close.
 var ErrClosed = errors.New("memories: the memory is closed")
@@ -158,6 +166,7 @@ type Summary struct {
 	n, m, t   int
 	retryMin  time.Duration
 	retryMax  time.Duration
+	timeout   time.Duration
 	counter   tokens.Counter
 	counts    *lru.Cache[tokenKey, int]
 
@@ -254,6 +263,10 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 	m.retryMin, m.retryMax = defaultRetryMin, defaultRetryMax
 	if c.retrySet {
 		m.retryMin, m.retryMax = c.retryMin, c.retryMax
+	}
+	m.timeout = DefaultSummaryTimeout
+	if c.sumTimeoutSet {
+		m.timeout = c.sumTimeout
 	}
 	m.closeCtx, m.closeAll = context.WithCancel(context.Background())
 	return m, nil
@@ -634,7 +647,16 @@ func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
 	if _, offline := m.sum.(*summarizer.Extractive); !offline {
 		observe.FromContext(ctx).LLMCall(1)
 	}
-	text, err := m.sum.Summarize(ctx, p.prev.Summary, p.batch)
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if m.timeout > 0 {
+		sctx, cancel = context.WithTimeout(ctx, m.timeout)
+	}
+	text, err := m.sum.Summarize(sctx, p.prev.Summary, p.batch)
+	timedOut := err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if timedOut {
+		err = fmt.Errorf("%w after %v: %w", ErrSummaryTimeout, m.timeout, err)
+	}
 	took := time.Since(start)
 	if err == nil && strings.TrimSpace(text) == "" {
 		err = fmt.Errorf("%w: the summarizer returned no text", summarizer.ErrEmptySummary)
