@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"github.com/memstack/memstack/store"
 	"regexp"
 )
 
@@ -29,12 +30,12 @@ func defaultConfig() config {
 // error. Nil options are ignored.
 func applyOptions(opts []Option) (config, error) {
 	c := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			continue
+			return config{}, fmt.Errorf("%w: pgstore: option %d of %d is nil", store.ErrInvalidArgument, i+1, len(opts))
 		}
 		if err := o(&c); err != nil {
-			return config{}, err
+			return config{}, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 		}
 	}
 	return c, nil

@@ -83,8 +83,8 @@ func FuzzParseElement(f *testing.F) {
 		if len(parts) != 3 {
 			t.Fatalf("parseElement(%q) accepted an element without two bars", elem)
 		}
-		if seq, err := strconv.ParseInt(parts[0], 10, 64); err != nil || seq != r.Seq {
-			t.Fatalf("parseElement(%q): Seq %d, the element says %q", elem, r.Seq, parts[0])
+		if seq, err := strconv.ParseInt(parts[0], 10, 64); err != nil || seq != r.Seq || strconv.FormatInt(seq, 10) != parts[0] {
+			t.Fatalf("parseElement(%q): Seq %d, the element says %q (only the canonical form is accepted)", elem, r.Seq, parts[0])
 		}
 		if sys := r.Message.GetType() == llms.ChatMessageTypeSystem; sys != (parts[1] == "s") || (parts[1] != "s" && parts[1] != "m") {
 			t.Fatalf("parseElement(%q): flag %q accepted for a %s message", elem, parts[1], r.Message.GetType())

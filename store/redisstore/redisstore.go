@@ -340,7 +340,9 @@ func (s *Store) parseElement(op string, id memstack.Identity, v string, pos int)
 		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no Seq", pos))
 	}
 	seq, err := strconv.ParseInt(v[:bar], 10, 64)
-	if err != nil || seq < 1 {
+	// Only the canonical decimal form this package writes is accepted
+	// ("5", not "+5" or "005").
+	if err != nil || seq < 1 || strconv.FormatInt(seq, 10) != v[:bar] {
 		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq", pos))
 	}
 	rest := v[bar+1:]
