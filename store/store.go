@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
@@ -60,6 +61,23 @@ type Record struct {
 	Seq int64
 	// Message is the stored message.
 	Message llms.ChatMessage
+	// Time is when the message was saved: the time carried by the
+	// context of the Append that stored it (memstack.WithTime), else the
+	// backend's clock at that Append (see AppendTime). Every message of
+	// one Append has the same Time. It is zero for messages stored before
+	// memstack recorded times, and for stores that cannot keep one (a
+	// langchaingo history, FromHistory).
+	Time time.Time
+}
+
+// AppendTime returns the time a backend dates the messages of an Append
+// called with ctx: memstack.TimeFrom(ctx) when the caller gave one, else
+// time.Now(); without its monotonic clock reading either way.
+func AppendTime(ctx context.Context) time.Time {
+	if t, ok := memstack.TimeFrom(ctx); ok {
+		return t
+	}
+	return time.Now().Round(0)
 }
 
 // Stat describes what a store holds for one identity. It is cheap to get:
