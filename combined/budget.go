@@ -20,13 +20,16 @@ import (
 //
 // The contract:
 //
-//   - LoadItems loads what LoadMemoryVariables would, for the same context
-//     and inputs, as one variable (Items.Key) made of items (Items.List),
-//     in the order they appear in the variable.
+//   - LoadItems loads, for the same context and inputs, what
+//     LoadMemoryVariables would — or more, for a layer that can use a
+//     budget's room (Recall offers more past exchanges than it shows
+//     unbudgeted) — as one variable (Items.Key) made of items
+//     (Items.List), in the order they appear in the variable.
 //   - Items.Render(keep) returns the variable's value made of the items
 //     whose keep entry is true (keep has one entry per item of List). With
-//     every entry true it returns exactly what LoadMemoryVariables returns
-//     under Key; with none true it returns an empty value ("" or an empty
+//     every entry true it returns every item offered (for the windows,
+//     Summary and Facts exactly what LoadMemoryVariables returns under
+//     Key); with none true it returns an empty value ("" or an empty
 //     slice). It may be called several times, and concurrently with other
 //     children's calls, but not concurrently with itself.
 //   - Each Item's Text is the item's text as it appears in the variable

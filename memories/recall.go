@@ -34,9 +34,26 @@ const (
 	// DefaultRecallK is how many exchanges a Recall returns at most,
 	// unless WithK says otherwise.
 	DefaultRecallK = 3
+	// DefaultRecallBudgetK is how many exchanges a Recall offers a token
+	// budget (combined.WithTokenBudget) at most, unless WithK says
+	// otherwise: the budget keeps the most relevant of them that fit.
+	DefaultRecallBudgetK = 32
+	// DefaultRecallContextWeight is the weight the words of the
+	// neighbouring exchanges count with when an exchange is indexed,
+	// unless WithContextWeight says otherwise.
+	DefaultRecallContextWeight = 0.4
+	// RecallNeighbourShare is the share of a hit's score that each of its
+	// two neighbouring exchanges is offered to a token budget with: a
+	// neighbour competes for the budget's room with the other hits (see
+	// Recall, "Under a token budget").
+	RecallNeighbourShare = 0.8
 	// RecallSeparator separates runs of exchanges in a Recall's string
 	// mode: a blank line.
 	RecallSeparator = "\n\n"
+	// RecallDateLayout is the time layout of the date a Recall shows
+	// before each run of exchanges in string mode, in brackets:
+	// "[8 May 2023]".
+	RecallDateLayout = "2 January 2006"
 	// RecallStateName is the name of the store state (store.States) in
 	// which a Recall with a durable index (a vector index) keeps, per
 	// identity, the Seq through which exchanges are in the vector store
@@ -99,8 +116,16 @@ type RecallEvent struct {
 // (another process's turns, a save whose indexing failed), so every stored
 // exchange is searchable.
 //
+// Each exchange is indexed with the words of the exchanges just before and
+// after it as its context (retrieval.Doc.Context), counted with a lower
+// weight (WithContextWeight, default DefaultRecallContextWeight = 0.4): in
+// a real conversation the turn that holds an answer often shares no word
+// with the question, while the turns around it do. When an exchange is
+// saved, the one before it is indexed again, since its context grew.
+//
 // The default index is retrieval.BM25, lexical and in process memory: no
-// model, rebuilt after a restart. WithVector uses a vector index over any
+// model, rebuilt after a restart. Its terms are stemmed with the English
+// Snowball stemmer (retrieval.Stem). WithVector uses a vector index over any
 // langchaingo embeddings.Embedder and vectorstores.VectorStore (by default
 // the embedded chromem-go store), WithHybrid fuses both, and WithIndex takes
 // any retrieval.Index. A vector store outlives the process: for such a
@@ -130,10 +155,34 @@ type RecallEvent struct {
 //
 // The result is in conversation order. In string mode, runs of consecutive
 // exchanges are rendered like llms.GetBufferString (with the configured
-// prefixes) and runs are separated by RecallSeparator, a blank line; in
-// messages mode the messages of the chosen exchanges are returned, in
-// order, as a fresh []llms.ChatMessage. Nothing found loads "" (or an empty
-// slice).
+// prefixes) and runs are separated by RecallSeparator, a blank line. Each
+// run starts with the date its first exchange was saved on, in brackets
+// ("[8 May 2023]", RecallDateLayout, in the location of the stored time),
+// and a run that crosses into another day shows the new date before the
+// first exchange of that day, so a question about when something happened
+// can be answered; the date is store.Record.Time, which a caller sets for
+// imported or replayed turns with memstack.WithTime. Exchanges stored
+// without a time (by an older memstack, or in a langchaingo history) show
+// no date; WithRecallDates(false) shows none at all. In messages mode the
+// messages of the chosen exchanges are returned, in order, as a fresh
+// []llms.ChatMessage, without dates (a message list has no place for
+// them). Nothing found loads "" (or an empty slice).
+//
+// # Under a token budget
+//
+// A combined memory with a token budget (combined.WithTokenBudget) loads a
+// Recall through LoadItems, and the Recall then fills whatever room the
+// budget leaves rather than stopping at k: it offers the best
+// DefaultRecallBudgetK (32) exchanges (WithK, when given, sets this number
+// too), each with Priority = its score, and each hit's neighbouring
+// exchange on either side (at least one, or WithNeighbours' n, on each
+// side) with Priority = RecallNeighbourShare (0.8) of the hit's score at
+// distance one (0.8² at two...), unless the neighbour scores more itself.
+// The budget drops the lowest priorities first, so what is kept is the
+// most relevant that fits: with a small budget only the best hits, with a
+// large one their context too. A Recall loaded without a budget
+// (LoadMemoryVariables) stays small: k (default 3) exchanges and
+// WithNeighbours' neighbours.
 //
 // # Observability
 //
@@ -175,11 +224,14 @@ type Recall struct {
 	idx        retrieval.Index
 	durable    retrieval.Durable // idx, if it is durable
 	k          int
+	budgetK    int
 	threshold  float64
 	neighbours int
 	exclude    int
 	timeout    time.Duration
 	hook       func(RecallEvent)
+	ctxWeight  float64
+	dates      bool
 
 	counterOnce sync.Once
 	counter     tokens.Counter
@@ -218,10 +270,11 @@ type recallState struct {
 }
 
 // recallExchange is one exchange: its first message's Seq, its last
-// message's Seq and its messages.
+// message's Seq, its messages and the time its first message was saved.
 type recallExchange struct {
 	seq, through int64
 	msgs         []llms.ChatMessage
+	at           time.Time
 }
 
 var (
@@ -269,6 +322,26 @@ func WithNeighbours(n int) Option {
 		}
 		c.recall.neighbours = n
 	}
+}
+
+// WithContextWeight sets the weight, in [0, 1], that the words of an
+// exchange's neighbouring exchanges count with when it is indexed (default
+// DefaultRecallContextWeight, 0.4; see Recall, "Indexing"). 0 indexes each
+// exchange alone. A weight outside [0, 1], or NaN, is an error.
+func WithContextWeight(w float64) Option {
+	return func(c *config) {
+		if math.IsNaN(w) || w < 0 || w > 1 {
+			c.bad("WithContextWeight(%v): the weight must lie in [0, 1]", w)
+			return
+		}
+		c.recall.contextWeight, c.recall.contextSet = w, true
+	}
+}
+
+// WithRecallDates sets whether a Recall in string mode shows the date of
+// each run of exchanges it recalls (default true; see Recall, "Loading").
+func WithRecallDates(on bool) Option {
+	return func(c *config) { c.recall.noDates = !on }
 }
 
 // WithExcludeRecent makes a Recall leave out every exchange that has a
@@ -417,10 +490,15 @@ func NewRecall(opts ...Option) (*Recall, error) {
 		}
 		m.threshold = s.threshold
 	}
-	m.k = DefaultRecallK
+	m.k, m.budgetK = DefaultRecallK, DefaultRecallBudgetK
 	if s.kSet {
-		m.k = s.k
+		m.k, m.budgetK = s.k, s.k
 	}
+	m.ctxWeight = DefaultRecallContextWeight
+	if s.contextSet {
+		m.ctxWeight = s.contextWeight
+	}
+	m.dates = !s.noDates
 	m.neighbours, m.exclude = s.neighbours, s.excludeRecent
 	m.timeout, m.hook = s.timeout, s.hook
 	return m, nil
@@ -435,8 +513,8 @@ func recallIndexName(idx retrieval.Index) string {
 
 // String describes the memory's configuration.
 func (m *Recall) String() string {
-	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, threshold=%g, neighbours=%d, exclude_recent=%d",
-		recallIndexName(m.idx), m.k, m.threshold, m.neighbours, m.exclude))
+	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, context_weight=%g, exclude_recent=%d, dates=%t",
+		recallIndexName(m.idx), m.k, m.budgetK, m.threshold, m.neighbours, m.ctxWeight, m.exclude, m.dates))
 }
 
 // SaveContext stores the turn (validated first; stored whole or not at all)
@@ -480,7 +558,7 @@ func (m *Recall) indexStored(ctx context.Context, id identity, what string) erro
 // LoadMemoryVariables returns the stored exchanges most relevant to the
 // current input (see Recall).
 func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any) (map[string]any, error) {
-	sel, err := m.selectExchanges(ctx, inputs)
+	sel, err := m.selectExchanges(ctx, inputs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -494,14 +572,16 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 	return vars, nil
 }
 
-// LoadItems implements combined.Itemizer: the exchanges LoadMemoryVariables
-// would show, one item per exchange (kind "exchange", ID its first Seq), in
-// conversation order, with Priority = the exchange's score so that a budget
-// drops the least relevant first (neighbouring turns shown around a hit
-// score 0 and go before any hit). It records on the context's Recorder only
-// the exchanges its own threshold, rank and recent-window rules left out.
+// LoadItems implements combined.Itemizer: the exchanges a Recall offers a
+// token budget (see Recall, "Under a token budget": more than
+// LoadMemoryVariables shows, so the budget's room is filled), one item per
+// exchange (kind "exchange", ID its first Seq), in conversation order,
+// with Priority = the exchange's score, or its share of a neighbouring
+// hit's, so that a budget drops the least relevant first. It records on
+// the context's Recorder only the exchanges its own threshold, rank and
+// recent-window rules left out.
 func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined.Items, error) {
-	sel, err := m.selectExchanges(ctx, inputs)
+	sel, err := m.selectExchanges(ctx, inputs, true)
 	if err != nil {
 		return combined.Items{}, err
 	}
@@ -516,7 +596,7 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined
 			Kind:     "exchange",
 			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
 			Score:    sel.scores[i],
-			Priority: sel.scores[i],
+			Priority: sel.priority[i],
 		}
 	}
 	if rec := observe.FromContext(ctx); rec.Enabled() {
@@ -544,15 +624,16 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined
 // recallSelection is what a load shows: exs[i] for i in order (ascending),
 // the hits' scores, and the candidates left out.
 type recallSelection struct {
-	exs     []recallExchange
-	order   []int
-	scores  map[int]float64
-	dropped []observe.Item
+	exs      []recallExchange
+	order    []int
+	scores   map[int]float64
+	priority map[int]float64 // of every shown exchange (budgeted loads)
+	dropped  []observe.Item
 }
 
 // selectExchanges runs a load's search and selection (see
-// LoadMemoryVariables).
-func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (recallSelection, error) {
+// LoadMemoryVariables); budgeted selects what LoadItems offers a budget.
+func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, budgeted bool) (recallSelection, error) {
 	id, err := m.begin(ctx)
 	if err != nil {
 		return recallSelection{}, err
@@ -592,7 +673,11 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 	if len(exs) == nExcluded {
 		return recallSelection{}, nil
 	}
-	hits, err := m.search(ctx, id, query, min(len(exs), 2*m.k+nExcluded))
+	k, neighbours := m.k, m.neighbours
+	if budgeted {
+		k, neighbours = m.budgetK, max(m.neighbours, 1)
+	}
+	hits, err := m.search(ctx, id, query, min(len(exs), 2*k+nExcluded))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
@@ -619,7 +704,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 			item.Reason = observe.ReasonShownElsewhere
 		case h.Score < m.threshold:
 			item.Reason = observe.ReasonThreshold
-		case len(scores) >= m.k:
+		case len(scores) >= k:
 			item.Reason = observe.ReasonRank
 		default:
 			scores[i] = h.Score
@@ -627,20 +712,50 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any) (re
 		}
 		dropped = append(dropped, item)
 	}
-	shown := make(map[int]bool, len(scores)*(1+2*m.neighbours))
-	for i := range scores {
-		for j := max(i-m.neighbours, 0); j <= min(i+m.neighbours, len(exs)-1); j++ {
-			if !excluded(j) {
-				shown[j] = true
+	// priority holds every shown exchange: a hit's score, or a
+	// neighbour's share of the best hit next to it.
+	priority := make(map[int]float64, len(scores)*(1+2*neighbours))
+	for i, sc := range scores {
+		for j := max(i-neighbours, 0); j <= min(i+neighbours, len(exs)-1); j++ {
+			if excluded(j) {
+				continue
+			}
+			p := sc
+			if j != i {
+				p = neighbourShare(sc, abs(j-i))
+			}
+			if own, hit := scores[j]; hit {
+				p = max(p, own)
+			}
+			if old, ok := priority[j]; !ok || p > old {
+				priority[j] = p
 			}
 		}
 	}
-	order := make([]int, 0, len(shown))
-	for i := range shown {
+	order := make([]int, 0, len(priority))
+	for i := range priority {
 		order = append(order, i)
 	}
 	slices.Sort(order)
-	return recallSelection{exs: exs, order: order, scores: scores, dropped: dropped}, nil
+	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: dropped}, nil
+}
+
+// neighbourShare is the priority of an exchange at distance d from a hit
+// scoring score: RecallNeighbourShare^d of it (for a negative score, a
+// cosine similarity, the same distance below it).
+func neighbourShare(score float64, d int) float64 {
+	f := math.Pow(RecallNeighbourShare, float64(d))
+	if score >= 0 {
+		return score * f
+	}
+	return score * (2 - f)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // Clear removes the messages and the index entries of the identity in ctx,
@@ -735,10 +850,26 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	}
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
-	for _, x := range recallExchanges(recs) {
-		if !e.ready || x.through > e.seen {
-			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
+	xs := recallExchanges(recs)
+	for i, x := range xs {
+		// A new or grown exchange is indexed; so is the one before it, its
+		// context having grown (unindexed reads far enough back for that
+		// exchange's own context to be there too).
+		changed := !e.ready || x.through > e.seen
+		if !changed && !(m.ctxWeight > 0 && i+1 < len(xs) && xs[i+1].through > e.seen) {
+			continue
 		}
+		d := retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()}
+		if m.ctxWeight > 0 {
+			for _, j := range [2]int{i - 1, i + 1} {
+				if j >= 0 && j < len(xs) {
+					if t := xs[j].text(); t != "" {
+						d.Context = append(d.Context, retrieval.Context{Text: t, Weight: m.ctxWeight})
+					}
+				}
+			}
+		}
+		docs = append(docs, d)
 	}
 	if len(docs) > 0 {
 		ictx, cancel := m.indexCtx(ctx)
@@ -773,6 +904,13 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 	if st.Count == 0 || st.LastSeq == e.seen {
 		return nil, nil
 	}
+	// Enough to start at a human message that was indexed already; with
+	// context indexing, three such messages back (see syncLocked): the
+	// exchange before the first changed one and the one before that.
+	need := 1
+	if m.ctxWeight > 0 {
+		need = 3
+	}
 	for n := 8; ; n *= 2 {
 		recs, err := s.Last(ctx, id, n)
 		if err != nil {
@@ -782,7 +920,15 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 			return recs, nil
 		}
 		if first := recs[0]; first.Seq <= e.seen && first.Message.GetType() == llms.ChatMessageTypeHuman {
-			return recs, nil
+			old := 0
+			for _, r := range recs {
+				if r.Seq <= e.seen && r.Message.GetType() == llms.ChatMessageTypeHuman {
+					old++
+				}
+			}
+			if old >= need {
+				return recs, nil
+			}
 		}
 	}
 }
@@ -940,21 +1086,49 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 		for end < len(order) && order[end] == order[end-1]+1 {
 			end++
 		}
-		var run []llms.ChatMessage
-		for _, i := range order[start:end] {
-			run = append(run, exs[i].msgs...)
-		}
-		s, err := adapter.Render(run, m.cfg.humanPrefix, m.cfg.aiPrefix)
-		if err != nil {
-			return nil, err
-		}
 		if b.Len() > 0 {
 			b.WriteString(RecallSeparator)
 		}
-		b.WriteString(s)
+		// The run, split where the date changes; each part after its date.
+		day := ""
+		for p := start; p < end; {
+			q := p + 1
+			d := m.dateOf(exs[order[p]])
+			for q < end && m.dateOf(exs[order[q]]) == d {
+				q++
+			}
+			if d != "" && d != day {
+				if p > start {
+					b.WriteByte('\n')
+				}
+				b.WriteString("[" + d + "]\n")
+				day = d
+			} else if p > start {
+				b.WriteByte('\n')
+			}
+			var part []llms.ChatMessage
+			for _, i := range order[p:q] {
+				part = append(part, exs[i].msgs...)
+			}
+			s, err := adapter.Render(part, m.cfg.humanPrefix, m.cfg.aiPrefix)
+			if err != nil {
+				return nil, err
+			}
+			b.WriteString(s)
+			p = q
+		}
 		start = end
 	}
 	return map[string]any{m.cfg.memoryKey: b.String()}, nil
+}
+
+// dateOf returns the date a run shows for x ("" for none: dates are off,
+// or x was stored without a time).
+func (m *Recall) dateOf(x recallExchange) string {
+	if !m.dates || x.at.IsZero() {
+		return ""
+	}
+	return x.at.Format(RecallDateLayout)
 }
 
 // record notes a load's injected and dropped exchanges in rec.
@@ -1001,7 +1175,7 @@ func appendExchange(exs []recallExchange, r store.Record) []recallExchange {
 		return exs
 	}
 	if len(exs) == 0 || t == llms.ChatMessageTypeHuman {
-		exs = append(exs, recallExchange{seq: r.Seq})
+		exs = append(exs, recallExchange{seq: r.Seq, at: r.Time})
 	}
 	x := &exs[len(exs)-1]
 	x.through = r.Seq

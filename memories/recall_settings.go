@@ -20,4 +20,10 @@ type recallSettings struct {
 	indexBy []string
 	timeout time.Duration
 	hook    func(RecallEvent)
+	// contextWeight is WithContextWeight's weight; contextSet tells it
+	// was given.
+	contextWeight float64
+	contextSet    bool
+	// noDates is WithRecallDates(false).
+	noDates bool
 }

@@ -41,7 +41,8 @@ var (
 
 // rcEmbedder is the embeddings.Embedder test double: a deterministic bag
 // of words — each token (retrieval.Tokenize) adds 1 to the component its
-// FNV hash picks — in 64 dimensions unless changed. It counts calls and
+// FNV hash picks — in 256 dimensions unless changed (few enough
+// collisions that a text's own words rank it first). It counts calls and
 // embedded texts, and can fail, be slow or change its dimension.
 type rcEmbedder struct {
 	dim   atomic.Int32
@@ -57,7 +58,7 @@ var rcErrDown = errors.New("embedding service unavailable")
 
 func newRCEmbedder() *rcEmbedder {
 	e := &rcEmbedder{}
-	e.dim.Store(64)
+	e.dim.Store(256)
 	return e
 }
 
@@ -177,9 +178,12 @@ func rcExchange(i int) string {
 	return "Human: " + rcTurns[i][0] + "\nAI: " + rcTurns[i][1]
 }
 
+// rcNew builds a Recall that indexes each exchange alone
+// (WithContextWeight(0)), so the hand-computed BM25 scores of the tests
+// below hold; options may override it.
 func rcNew(t testing.TB, opts ...memories.Option) *memories.Recall {
 	t.Helper()
-	m, err := memories.NewRecall(opts...)
+	m, err := memories.NewRecall(append([]memories.Option{memories.WithContextWeight(0)}, opts...)...)
 	require.NoError(t, err)
 	return m
 }
@@ -645,7 +649,7 @@ func TestRecall_VectorRestartUsesPersistedEmbeddings(t *testing.T) {
 	stat, err := st.Stat(context.Background(), id)
 	require.NoError(t, err)
 	assert.Equal(t, stat.LastSeq, state.Through, "the watermark is the newest message's Seq")
-	assert.Equal(t, []retrieval.Space{{Embedder: "hash", Dim: 64}}, state.Spaces, "the embedder's identity is stored")
+	assert.Equal(t, []retrieval.Space{{Embedder: "hash", Dim: 256}}, state.Spaces, "the embedder's identity is stored")
 
 	// A new process: new Recall, new chromem DB over the same directory.
 	second := rcNew(t, memories.WithStore(st), memories.WithK(1),

@@ -25,7 +25,11 @@ const (
 // with k1 = 1.2, b = 0.75, N the number of docs in the scope, n(q) the
 // number containing q, |d| the doc's length in terms and avgdl the mean
 // length (the idf is Lucene's, which is never negative). A query term
-// repeated counts once.
+// repeated counts once. A doc's terms are those of its Text, each
+// occurrence counting 1, and those of its Context, each occurrence
+// counting the Context's Weight (a weighted bag of words, as BM25F weights
+// fields): tf(q,d) and |d| are these weighted counts, and n(q) counts the
+// docs with q anywhere.
 //
 // Scores are normalised to [0, 1): score(d) = raw(d) / Σ idf(qi) · (k1+1),
 // the raw score divided by its supremum (every query term present with an
@@ -47,10 +51,10 @@ type BM25 struct {
 
 type bm25Scope struct {
 	mu       sync.RWMutex
-	docs     map[int64]map[string]int // seq → term → frequency
-	lens     map[int64]int            // seq → length in terms
-	postings map[string]map[int64]int // term → seq → frequency
-	total    int                      // sum of lens
+	docs     map[int64]map[string]float64 // seq → term → weighted frequency
+	lens     map[int64]float64            // seq → weighted length in terms
+	postings map[string]map[int64]float64 // term → seq → weighted frequency
+	total    float64                      // sum of lens
 }
 
 var (
@@ -80,16 +84,18 @@ func (x *BM25) scope(name string, create bool) *bm25Scope {
 	defer x.mu.Unlock()
 	if s = x.scopes[name]; s == nil {
 		s = &bm25Scope{
-			docs:     make(map[int64]map[string]int),
-			lens:     make(map[int64]int),
-			postings: make(map[string]map[int64]int),
+			docs:     make(map[int64]map[string]float64),
+			lens:     make(map[int64]float64),
+			postings: make(map[string]map[int64]float64),
 		}
 		x.scopes[name] = s
 	}
 	return s
 }
 
-// Add indexes docs under scope, replacing docs with the same Seq.
+// Add indexes docs under scope, replacing docs with the same Seq. A
+// Context weight outside (0, 1] is an error wrapping ErrInvalidArgument,
+// and nothing is added.
 func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -97,19 +103,30 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 	if len(docs) == 0 {
 		return nil
 	}
+	if err := checkContexts(docs); err != nil {
+		return err
+	}
 	type prepared struct {
 		seq int64
-		tf  map[string]int
-		n   int
+		tf  map[string]float64
+		n   float64
 	}
 	prep := make([]prepared, len(docs))
 	for i, d := range docs {
 		terms := Tokenize(d.Text)
-		tf := make(map[string]int, len(terms))
+		tf := make(map[string]float64, len(terms))
 		for _, t := range terms {
 			tf[t]++
 		}
-		prep[i] = prepared{d.Seq, tf, len(terms)}
+		n := float64(len(terms))
+		for _, c := range d.Context {
+			cterms := Tokenize(c.Text)
+			for _, t := range cterms {
+				tf[t] += c.Weight
+			}
+			n += c.Weight * float64(len(cterms))
+		}
+		prep[i] = prepared{d.Seq, tf, n}
 	}
 	s := x.scope(scope, true)
 	s.mu.Lock()
@@ -122,7 +139,7 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 		for t, f := range p.tf {
 			post := s.postings[t]
 			if post == nil {
-				post = make(map[int64]int)
+				post = make(map[int64]float64)
 				s.postings[t] = post
 			}
 			post[p.seq] = f
@@ -177,7 +194,7 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	if n == 0 {
 		return nil, nil
 	}
-	avg := float64(s.total) / float64(n)
+	avg := s.total / float64(n)
 	if avg == 0 {
 		avg = 1
 	}
@@ -187,9 +204,8 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 		post := s.postings[t]
 		idf := math.Log(1 + (float64(n)-float64(len(post))+0.5)/(float64(len(post))+0.5))
 		norm += idf * (BM25K1 + 1)
-		for seq, f := range post {
-			tf := float64(f)
-			dl := float64(s.lens[seq])
+		for seq, tf := range post {
+			dl := s.lens[seq]
 			scores[seq] += idf * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
 		}
 	}

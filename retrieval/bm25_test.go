@@ -19,11 +19,11 @@ func TestTokenize(t *testing.T) {
 	}{
 		{"empty", "", nil},
 		{"whitespace and punctuation only", "  \t\n ?!... --- ", nil},
-		{"lower-cases and splits on punctuation", "PostgreSQL, Redis; SQLite!", []string{"postgresql", "redis", "sqlit"}},
+		{"lower-cases and splits on punctuation", "PostgreSQL, Redis; SQLite!", []string{"postgresql", "redi", "sqlite"}},
 		{"drops English stop words", "What did we settle on for the database?", []string{"settl", "databas"}},
 		{"stems verb forms together", "settle settled settling settles", []string{"settl", "settl", "settl", "settl"}},
-		{"plurals", "policies plans classes status", []string{"policy", "plan", "class", "status"}},
-		{"ing and ed only with four letters left", "meeting string used", []string{"meet", "string", "used"}},
+		{"plurals (Porter2)", "policies plans classes status news", []string{"polici", "plan", "class", "status", "news"}},
+		{"ing and ed (Porter2)", "meeting string used planned", []string{"meet", "string", "use", "plan"}},
 		{"keeps digits, drops one Latin letter", "v2 a 5 x 2024", []string{"v2", "5", "2024"}},
 		{"apostrophes split", "isn't it great", []string{"great"}},
 		{"unicode letters", "Café ÜBER naïve", []string{"café", "über", "naïv"}},
@@ -47,6 +47,7 @@ func TestStopWordAndStem(t *testing.T) {
 		"decided": "decid", "decide": "decid", "deciding": "decid",
 		"speed": "speed", "bus": "bus", "process": "process", "ties": "tie",
 		"moved": "move", "move": "move", "named": "name", "name": "name", "freed": "freed",
+		"news": "news", "planned": "plan", "plans": "plan", "settled": "settl", "": "",
 	} {
 		assert.Equal(t, want, retrieval.Stem(in), in)
 	}
@@ -220,4 +221,30 @@ func TestBM25_Concurrent(t *testing.T) {
 	got, err := x.Search(ctx, "s0", "topic3", 1000)
 	require.NoError(t, err)
 	assert.Len(t, got, 4*10, "4 goroutines × 10 docs of topic3 in scope s0")
+}
+
+func TestBM25Context(t *testing.T) {
+	ctx := context.Background()
+	idx := retrieval.NewBM25()
+	require.NoError(t, idx.Add(ctx, "s", []retrieval.Doc{
+		{Seq: 1, Through: 1, Text: "we booked the cabin", Context: []retrieval.Context{{Text: "trip to the lake", Weight: 0.4}}},
+		{Seq: 2, Through: 2, Text: "the lake trip was lovely"},
+		{Seq: 3, Through: 3, Text: "nothing in common here"},
+	}))
+	hits, err := idx.Search(ctx, "s", "lake trip", 10)
+	require.NoError(t, err)
+	require.Len(t, hits, 2, "the doc whose context matches is a hit; the unrelated one is not")
+	assert.Equal(t, int64(2), hits[0].Seq, "a match in the text outranks the same match in the context")
+	assert.Equal(t, int64(1), hits[1].Seq)
+	assert.Less(t, hits[1].Score, hits[0].Score)
+	assert.Greater(t, hits[1].Score, 0.0)
+
+	for _, w := range []float64{0, -0.5, 1.5, math.NaN()} {
+		err := idx.Add(ctx, "s", []retrieval.Doc{{Seq: 9, Text: "x", Context: []retrieval.Context{{Text: "y", Weight: w}}}})
+		require.ErrorIs(t, err, retrieval.ErrInvalidArgument, "weight %v", w)
+		assert.Contains(t, err.Error(), "Seq 9")
+	}
+	hits, err = idx.Search(ctx, "s", "x y", 10)
+	require.NoError(t, err)
+	assert.Empty(t, hits, "a rejected Add adds nothing")
 }

@@ -20,6 +20,34 @@ type Doc struct {
 	Through int64
 	// Text is what is indexed.
 	Text string
+	// Context is text indexed with the doc at a lower weight: what
+	// surrounds it. memories.Recall puts the neighbouring exchanges here,
+	// so an exchange that answers in other words than the question's is
+	// still found through the turns around it. BM25 counts each term of
+	// a Context with the Context's Weight (a term of Text counts 1);
+	// indexes that do not weight terms (Vector) ignore Context.
+	Context []Context
+}
+
+// Context is one piece of a Doc's context and the weight its terms count
+// with, in (0, 1]; Add rejects another weight with an error wrapping
+// ErrInvalidArgument.
+type Context struct {
+	Text   string
+	Weight float64
+}
+
+// checkContexts returns an error naming the doc and the weight when a
+// Context weight of docs lies outside (0, 1].
+func checkContexts(docs []Doc) error {
+	for _, d := range docs {
+		for i, c := range d.Context {
+			if math.IsNaN(c.Weight) || c.Weight <= 0 || c.Weight > 1 {
+				return fmt.Errorf("%w: doc Seq %d: context %d has weight %v; a weight must lie in (0, 1]", ErrInvalidArgument, d.Seq, i+1, c.Weight)
+			}
+		}
+	}
+	return nil
 }
 
 // Hit is one search result: the Seq of a doc and its score under the

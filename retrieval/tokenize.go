@@ -3,6 +3,8 @@ package retrieval
 import (
 	"strings"
 	"unicode"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // Tokenize splits text into the terms BM25 indexes and searches:
@@ -13,11 +15,11 @@ import (
 //     of a script written without spaces (Han, Hiragana, Katakana, Hangul)
 //     is a term of its own, so such text is searched by character;
 //  3. drop English stop words (StopWord) and one-letter Latin terms;
-//  4. stem lightly (Stem), so "settled", "settle" and "settling" meet.
+//  4. stem (Stem: English Snowball), so "settled", "settle" and
+//     "settling" meet.
 //
 // Text in other languages is tokenised by steps 1, 2 and 4 and matched
-// word for word (stemming rarely changes non-English words, and never
-// merges unrelated English ones in practice; it is deliberately light).
+// word for word (the English stemmer rarely changes non-English words).
 func Tokenize(text string) []string {
 	var out []string
 	var cur strings.Builder
@@ -68,37 +70,17 @@ func StopWord(w string) bool {
 	return ok
 }
 
-// Stem removes common English inflections from w (lower-case), lightly:
-// "ies" → "y" (policies → policy), a plural "s" (plans → plan, but not
-// "ss", "us", "is"), "ing" and "ed" when at least four letters remain
-// (meeting → meet, settled → settl), then a final "e" when at least four
-// letters remain (settle → settl, decide → decid), so the forms of a verb
-// meet. Words of other scripts pass through unchanged except for the same
-// suffix rules on Latin letters.
+// Stem returns the English Snowball (Porter2) stem of w (lower-case), so
+// the forms of a word meet: "settled", "settle" and "settling" give
+// "settl", "planned" and "plans" give "plan", and "news" stays "news".
+// It is github.com/kljensen/snowball's English stemmer, a maintained
+// implementation of the published algorithm. Words it does not treat
+// (other scripts, digits) pass through unchanged.
 func Stem(w string) string {
-	n := len(w)
-	switch {
-	case n > 4 && strings.HasSuffix(w, "ies"):
-		w = w[:n-3] + "y"
-	case n > 4 && strings.HasSuffix(w, "sses"):
-		w = w[:n-2]
-	case n > 3 && strings.HasSuffix(w, "s") &&
-		!strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		w = w[:n-1]
+	if w == "" {
+		return w
 	}
-	n = len(w)
-	switch {
-	case n >= 7 && strings.HasSuffix(w, "ing"):
-		w = w[:n-3]
-	case n >= 6 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
-		w = w[:n-2]
-	case n == 5 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
-		w = w[:n-1] // "moved" → "move", "named" → "name"
-	}
-	if n = len(w); n >= 5 && strings.HasSuffix(w, "e") {
-		w = w[:n-1]
-	}
-	return w
+	return english.Stem(w, true)
 }
 
 // stopWords is a common English stop-word list (articles, pronouns,
