@@ -150,7 +150,8 @@ func (s *PostgresServer) killLocked() error {
 	// not reach them. Freeze the postmaster so it forks no new child, kill
 	// its children, then kill it.
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
-	for _, child := range pgChildren(pid) {
+	children := pgChildren(pid)
+	for _, child := range children {
 		_ = syscall.Kill(child, syscall.SIGKILL)
 	}
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -161,8 +162,36 @@ func (s *PostgresServer) killLocked() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("testsvc: PostgreSQL (pid %d) did not exit 10s after SIGKILL", pid)
 	}
+	// The backends, reparented when the postmaster died, may still be
+	// exiting and holding the shared memory block: a restart before they
+	// are gone fails with "pre-existing shared memory block is still in
+	// use" (seen on a loaded machine).
+	deadline := time.Now().Add(10 * time.Second)
+	for _, child := range children {
+		for pgAlive(child) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("testsvc: PostgreSQL backend (pid %d) did not exit 10s after SIGKILL", child)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	s.cmd, s.done = nil, nil
 	return nil
+}
+
+// pgAlive reports whether pid is a live process: it exists and is not a
+// zombie (a zombie holds no memory any more; its parent may never reap it).
+func pgAlive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // Restart starts the server again on the same port with the same data
