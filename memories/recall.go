@@ -116,12 +116,14 @@ type RecallEvent struct {
 // (another process's turns, a save whose indexing failed), so every stored
 // exchange is searchable.
 //
-// Each exchange is indexed with the words of the exchanges just before and
-// after it as its context (retrieval.Doc.Context), counted with a lower
-// weight (WithContextWeight, default DefaultRecallContextWeight = 0.4): in
-// a real conversation the turn that holds an answer often shares no word
-// with the question, while the turns around it do. When an exchange is
-// saved, the one before it is indexed again, since its context grew.
+// Each exchange is indexed with the words of the exchange just before it
+// as its context (retrieval.Doc.Context), counted with a lower weight
+// (WithContextWeight, default DefaultRecallContextWeight = 0.4): in a real
+// conversation the turn that holds an answer often shares no word with
+// the question, while the turn that led to it does. (Only the exchange
+// before: indexing the one after as well finds no more on real
+// conversations — see docs/recall/results.md — and would index every
+// exchange twice.)
 //
 // The default index is retrieval.BM25, lexical and in process memory: no
 // model, rebuilt after a restart. Its terms are stemmed with the English
@@ -852,21 +854,15 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	var docs []retrieval.Doc
 	xs := recallExchanges(recs)
 	for i, x := range xs {
-		// A new or grown exchange is indexed; so is the one before it, its
-		// context having grown (unindexed reads far enough back for that
-		// exchange's own context to be there too).
-		changed := !e.ready || x.through > e.seen
-		if !changed && !(m.ctxWeight > 0 && i+1 < len(xs) && xs[i+1].through > e.seen) {
-			continue
+		if e.ready && x.through <= e.seen {
+			continue // indexed already, and unchanged
 		}
 		d := retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()}
-		if m.ctxWeight > 0 {
-			for _, j := range [2]int{i - 1, i + 1} {
-				if j >= 0 && j < len(xs) {
-					if t := xs[j].text(); t != "" {
-						d.Context = append(d.Context, retrieval.Context{Text: t, Weight: m.ctxWeight})
-					}
-				}
+		// The exchange before it is its context (unindexed reads far
+		// enough back for it to be in xs).
+		if m.ctxWeight > 0 && i > 0 {
+			if t := xs[i-1].text(); t != "" {
+				d.Context = []retrieval.Context{{Text: t, Weight: m.ctxWeight}}
 			}
 		}
 		docs = append(docs, d)
@@ -905,11 +901,12 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 		return nil, nil
 	}
 	// Enough to start at a human message that was indexed already; with
-	// context indexing, three such messages back (see syncLocked): the
-	// exchange before the first changed one and the one before that.
+	// context indexing, two such messages back (see syncLocked): the first
+	// changed exchange may be an indexed one that grew, and its context is
+	// the exchange before it.
 	need := 1
 	if m.ctxWeight > 0 {
-		need = 3
+		need = 2
 	}
 	for n := 8; ; n *= 2 {
 		recs, err := s.Last(ctx, id, n)

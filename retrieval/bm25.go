@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // BM25 parameters (Robertson et al.; the common defaults, also Lucene's).
@@ -47,7 +49,17 @@ const (
 type BM25 struct {
 	mu     sync.RWMutex
 	scopes map[string]*bm25Scope
+	// terms caches Tokenize's result per text: a doc's text is tokenised
+	// again as its neighbours' context (memories.Recall), and re-added
+	// when its own context grows.
+	terms *lru.Cache[string, []string]
 }
+
+// Tokenize cache bounds: how many texts, and the longest text cached.
+const (
+	termCacheSize = 4096
+	maxCachedDoc  = 4096
+)
 
 type bm25Scope struct {
 	mu       sync.RWMutex
@@ -64,7 +76,21 @@ var (
 
 // NewBM25 returns an empty BM25 index.
 func NewBM25() *BM25 {
-	return &BM25{scopes: make(map[string]*bm25Scope)}
+	terms, _ := lru.New[string, []string](termCacheSize)
+	return &BM25{scopes: make(map[string]*bm25Scope), terms: terms}
+}
+
+// tokenize is Tokenize, cached. The returned slice is shared: read only.
+func (x *BM25) tokenize(text string) []string {
+	if len(text) > maxCachedDoc || x.terms == nil {
+		return Tokenize(text)
+	}
+	if t, ok := x.terms.Get(text); ok {
+		return t
+	}
+	t := Tokenize(text)
+	x.terms.Add(text, t)
+	return t
 }
 
 // String describes the index.
@@ -113,14 +139,14 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 	}
 	prep := make([]prepared, len(docs))
 	for i, d := range docs {
-		terms := Tokenize(d.Text)
+		terms := x.tokenize(d.Text)
 		tf := make(map[string]float64, len(terms))
 		for _, t := range terms {
 			tf[t]++
 		}
 		n := float64(len(terms))
 		for _, c := range d.Context {
-			cterms := Tokenize(c.Text)
+			cterms := x.tokenize(c.Text)
 			for _, t := range cterms {
 				tf[t] += c.Weight
 			}

@@ -11,7 +11,10 @@ package tokens
 import (
 	"fmt"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
@@ -51,16 +54,89 @@ func CL100K() (Counter, error) {
 	if cl100kErr != nil {
 		return nil, fmt.Errorf("tokens: loading cl100k_base: %w", cl100kErr)
 	}
-	return tiktokenCounter{cl100k}, nil
+	cl100kLinesOnce.Do(func() { cl100kLines, _ = lru.New[string, int](lineCacheSize) })
+	return tiktokenCounter{cl100k, cl100kLines}, nil
 }
 
-type tiktokenCounter struct{ t *tiktoken.Tiktoken }
+var (
+	cl100kLinesOnce sync.Once
+	cl100kLines     *lru.Cache[string, int]
+)
+
+// Counting a long text line by line: see tiktokenCounter.CountTokens.
+const (
+	lineCacheSize = 16384 // lines whose counts are kept
+	maxCachedLine = 4096  // bytes; longer lines are counted every time
+	splitAbove    = 256   // bytes; shorter texts are counted whole
+)
+
+type tiktokenCounter struct {
+	t     *tiktoken.Tiktoken
+	lines *lru.Cache[string, int]
+}
 
 // CountTokens counts ordinary tokens: special-token text such as
 // "<|endoftext|>" in a message counts as plain text and never panics.
+//
+// A long text is counted piece by piece, each piece's count cached: the
+// rendered variables a memory loads repeat the same lines from load to
+// load, so counting a prompt-sized text costs a few map look-ups. The sum
+// is exact, not an estimate: a text is cut only after a run of line
+// breaks followed by a character that is not white space, which is always
+// a boundary of cl100k's pre-tokenizer (its pattern ends every match that
+// holds a line break at the last break, and no match starts with a line
+// break followed by that character), and BPE never merges across such a
+// boundary.
 func (c tiktokenCounter) CountTokens(text string) int {
 	if text == "" {
 		return 0
 	}
-	return len(c.t.EncodeOrdinary(text))
+	if len(text) <= splitAbove || c.lines == nil {
+		return len(c.t.EncodeOrdinary(text))
+	}
+	n := 0
+	for start := 0; start < len(text); {
+		end := nextCut(text, start)
+		n += c.countPiece(text[start:end])
+		start = end
+	}
+	return n
+}
+
+// nextCut returns the end of the piece of text that starts at start: just
+// after the first run of line breaks that is followed by a character other
+// than white space, or the end of text.
+func nextCut(text string, start int) int {
+	for i := start; i < len(text); i++ {
+		if text[i] != '\n' && text[i] != '\r' {
+			continue
+		}
+		j := i
+		for j < len(text) && (text[j] == '\n' || text[j] == '\r') {
+			j++
+		}
+		if j < len(text) && !isSpaceAt(text, j) {
+			return j
+		}
+		i = j - 1
+	}
+	return len(text)
+}
+
+// isSpaceAt reports whether the rune at text[i:] is white space.
+func isSpaceAt(text string, i int) bool {
+	r, _ := utf8.DecodeRuneInString(text[i:])
+	return unicode.IsSpace(r)
+}
+
+func (c tiktokenCounter) countPiece(p string) int {
+	if len(p) > maxCachedLine {
+		return len(c.t.EncodeOrdinary(p))
+	}
+	if n, ok := c.lines.Get(p); ok {
+		return n
+	}
+	n := len(c.t.EncodeOrdinary(p))
+	c.lines.Add(p, n)
+	return n
 }

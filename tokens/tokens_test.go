@@ -2,6 +2,8 @@ package tokens_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -63,4 +65,28 @@ func ExampleCL100K() {
 	}
 	fmt.Println(c.CountTokens("hello world"))
 	// Output: 2
+}
+
+// TestCL100KPiecewiseIsExact checks that counting a long text piece by
+// piece (with the line cache) gives exactly the whole text's count, on
+// random texts made of what rendered prompts hold: words, digits,
+// punctuation, spaces, runs of line breaks, brackets, non-Latin scripts.
+func TestCL100KPiecewiseIsExact(t *testing.T) {
+	c, err := tokens.CL100K()
+	require.NoError(t, err)
+	enc, err := tiktoken.GetEncoding("cl100k_base")
+	require.NoError(t, err)
+	parts := []string{"Human: ", "AI: ", "hello", "world", " ", "  ", "\n", "\n\n", "\r\n", "\n ", " \n", ".", "!", "?\n",
+		"[8 May 2023]", "123", "4567", "'s", "'re", "é", "naïve", "数据", "—", "\t", "\n\t", "x", "Z", "(", ")", ",", "\"", "😀"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		var b strings.Builder
+		for b.Len() < 300+rng.IntN(1500) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		text := b.String()
+		want := len(enc.EncodeOrdinary(text))
+		require.Equal(t, want, c.CountTokens(text), "text %q", text)
+		require.Equal(t, want, c.CountTokens(text), "cached, text %q", text)
+	}
 }
