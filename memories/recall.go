@@ -170,6 +170,19 @@ type RecallEvent struct {
 // []llms.ChatMessage, without dates (a message list has no place for
 // them). Nothing found loads "" (or an empty slice).
 //
+// # Dates in the question
+//
+// A question that names a date — "8 May 2023", "May 8, 2023",
+// "2023-05-08", or a month, "May 2023" — is searched without the date's
+// words, and every exchange saved on that day gains RecallDayBoost (1.0)
+// times the best hit's score (every exchange of that month,
+// RecallMonthBoost, 0.3), whether or not it shares a word with the
+// question: "What did we decide on 3 June 2023?" finds that day's
+// exchanges. An exchange's day is that of its first message's
+// store.Record.Time, in the time's own location (set with
+// memstack.WithTime for imported or replayed turns). Only English month
+// names and ISO dates are recognised; relative dates ("last week") are not.
+//
 // # Under a token budget
 //
 // A combined memory with a token budget (combined.WithTokenBudget) loads a
@@ -679,7 +692,14 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	if budgeted {
 		k, neighbours = m.budgetK, max(m.neighbours, 1)
 	}
-	hits, err := m.search(ctx, id, query, min(len(exs), 2*k+nExcluded))
+	date, rest, dated := parseQueryDate(query)
+	if dated {
+		query = rest
+	}
+	var hits []retrieval.Hit
+	if strings.TrimSpace(query) != "" {
+		hits, err = m.search(ctx, id, query, min(len(exs), 2*k+nExcluded))
+	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
@@ -689,6 +709,9 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		}
 		// Transient (reported): use whatever hits came back (a degraded
 		// hybrid's), or none.
+	}
+	if dated {
+		hits = m.dateBoost(exs, hits, date)
 	}
 	scores := make(map[int]float64)
 	var dropped []observe.Item
@@ -740,6 +763,39 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	slices.Sort(order)
 	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: dropped}, nil
+}
+
+// dateBoost adds RecallDayBoost (or RecallMonthBoost) times the best
+// hit's score (1 when there is no hit) to every exchange of exs saved on
+// date, hit or not, and returns the hits re-ranked.
+func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date queryDate) []retrieval.Hit {
+	top := m.idx.Range().Max
+	if len(hits) > 0 && hits[0].Score > 0 {
+		top = hits[0].Score
+	}
+	boost := RecallDayBoost * top
+	if date.day == 0 {
+		boost = RecallMonthBoost * top
+	}
+	at := make(map[int64]int, len(hits))
+	for n, h := range hits {
+		if _, dup := at[h.Seq]; !dup {
+			at[h.Seq] = n
+		}
+	}
+	out := slices.Clone(hits)
+	for _, x := range exs {
+		if !date.matches(x.at) {
+			continue
+		}
+		if n, ok := at[x.seq]; ok {
+			out[n].Score += boost
+		} else {
+			out = append(out, retrieval.Hit{Seq: x.seq, Score: boost})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b retrieval.Hit) int { return cmp.Compare(b.Score, a.Score) })
+	return out
 }
 
 // neighbourShare is the priority of an exchange at distance d from a hit
@@ -1078,6 +1134,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 		return map[string]any{m.cfg.memoryKey: msgs}, nil
 	}
 	var b strings.Builder
+	day := "" // the date shown last
 	for start := 0; start < len(order); {
 		end := start + 1
 		for end < len(order) && order[end] == order[end-1]+1 {
@@ -1086,8 +1143,9 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 		if b.Len() > 0 {
 			b.WriteString(RecallSeparator)
 		}
-		// The run, split where the date changes; each part after its date.
-		day := ""
+		// The run, split where the date changes; each part after its date
+		// unless the part before (in this run or the run before) showed
+		// it already.
 		for p := start; p < end; {
 			q := p + 1
 			d := m.dateOf(exs[order[p]])
