@@ -1,8 +1,11 @@
-// Package recallbench measures how much of what matters a conversation
-// memory puts in front of the model, and at what cost in tokens. Its one
-// job is the recall benchmark that cmd/memstack-recall runs: generate a long
-// conversation with known evidence, replay it through any schema.Memory,
-// and score what the memory loads.
+// Package recallbench is a synthetic test corpus for conversation
+// memories: it generates a long conversation with known evidence, replays
+// it through any schema.Memory and scores what the memory loads — how much
+// of what matters it puts in front of the model, and at what cost in
+// tokens. Tests use it; the recall benchmark on real data (LoCoMo) is
+// package recallbench/locomo and cmd/memstack-recall. A generated
+// conversation flatters a lexical index (its questions are written to
+// share words with their facts), so its figures are no benchmark.
 //
 // # Design
 //
@@ -25,13 +28,6 @@
 //     human message verbatim, or the fact's value as a whole word (a fact
 //     layer shows values, not messages) — and the context's size is counted
 //     in cl100k tokens as combined.WithTokenBudget counts it.
-//   - Systems lists what the benchmark compares at one budget: memstack's
-//     default hybrid stack (NewHybrid: RecentN + Facts + Recall under one
-//     combined.WithTokenBudget), memstack's recent window alone, and
-//     langchaingo's ConversationTokenBuffer, ConversationWindowBuffer and
-//     (unbounded, for reference) ConversationBuffer.
-//   - Table, Details and BM25Rank render and explain the results: BM25Rank
-//     tells whether a lexical index could have found a missed turn.
 //
 // A value found in the context counts even if it came from the wrong turn;
 // the generator rules that out by construction (a value occurs in its

@@ -29,7 +29,6 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	var results []recallbench.Result
 	for _, m := range []struct {
 		name string
 		mem  schema.Memory
@@ -42,16 +41,13 @@ func Example() {
 			fmt.Println(err)
 			return
 		}
-		results = append(results, r)
+		fmt.Printf("%s: evidence recall %.2f (%d/%d), %.0f tokens on average\n", r.Name, r.Recall(), r.Found, r.Evidence, r.MeanTokens)
 	}
-	fmt.Print(recallbench.Table(results))
 	// Output:
 	// How much did we agree to spend on the bathroom renovation? (turn 8: "2,480 euros")
 	// Which town did the team pick for the offsite? (turn 3: "Evora")
 	// What date do I turn forty? (turn 12: "19 March")
 	// What lessons did I sign up for? (turn 2: "bouldering")
-	// | memory | evidence recall | mean context tokens | max context tokens | questions |
-	// |---|---:|---:|---:|---:|
-	// | memstack Buffer | 1.00 (4/4) | 744 | 744 | 4 |
-	// | memstack RecentN(4) | 0.00 (0/4) | 96 | 96 | 4 |
+	// memstack Buffer: evidence recall 1.00 (4/4), 744 tokens on average
+	// memstack RecentN(4): evidence recall 0.00 (0/4), 96 tokens on average
 }

@@ -1,18 +1,45 @@
-// Command memstack-recall is memstack's recall benchmark: it generates a
-// long multi-session conversation with planted facts (package recallbench),
-// replays it through several memories — memstack's default hybrid stack
-// and, at the same token budget, memstack's recent window and
-// langchaingo's memories — asks questions about the facts a week after the
-// last session, and reports the evidence recall (the share of evidence
-// turns present in the loaded context) and the context tokens of each.
+// Command memstack-recall is memstack's recall benchmark on real data:
+// LoCoMo's long multi-session conversations (package recallbench/locomo).
+// It replays each conversation through several memories side by side —
+// langchaingo's ConversationBuffer and ConversationTokenBuffer, memstack's
+// TokenWindow and memstack's stacks of RecentN and Recall under one token
+// budget — asks every question that has evidence, and reports, per
+// memory, the evidence recall (the share of the question's evidence turns
+// whose text the loaded variables hold verbatim), the context's cl100k
+// tokens and the load latency, overall, per question category and per
+// conversation, with an ablation table of Recall variants and the speed of
+// the default stack at LoCoMo size and at 10,000 messages.
 //
-//	go run ./cmd/memstack-recall [-seed 1] [-sessions 10] [-out docs/recall/results.md]
+//	go run ./cmd/memstack-recall [-locomo FILE] [-budget 1000] [-out docs/recall/results.md]
+//	go run ./cmd/memstack-recall -embedder ollama -model nomic-embed-text [-ollama-url http://127.0.0.1:11434]
 //
-// It prints a markdown report and writes it to -out ("" writes nothing):
-// the table for -seed, the spread over -seeds consecutive seeds, what the
-// hybrid stack found for each question, and why it missed what it missed.
-// Everything is offline and deterministic: the same flags give the same
-// report, byte for byte.
+// Flags:
+//
+//	-locomo FILE        a file in LoCoMo's published format (locomo10.json);
+//	                    default ../shared/locomo/locomo10-dev.json relative to
+//	                    the repository root
+//	-budget N           the token budget of every budgeted memory (1000)
+//	-out FILE           where to write the report as well as to stdout
+//	                    (docs/recall/results.md, relative to the repository
+//	                    root; "" writes nothing)
+//	-embedder ollama    add the vector and hybrid stacks, embedding with
+//	                    langchaingo's Ollama client (needs -model)
+//	-model M            the Ollama embedding model
+//	-ollama-url URL     the Ollama server (default: langchaingo's, i.e.
+//	                    $OLLAMA_HOST or http://127.0.0.1:11434)
+//	-speed-messages N   the size of the long history of the Speed section
+//	                    (10000; 0 leaves it out)
+//
+// The defaults are resolved against the repository root (the nearest
+// directory above the working directory holding memstack's go.mod), or
+// the working directory outside the repository; paths given on the command
+// line are relative to the working directory. The model is never pulled:
+// it must already be on the server.
+//
+// The report is deterministic except for its timing columns: the same
+// file and flags give the same figures. It holds no text from the data.
+// LoCoMo is licensed CC BY-NC 4.0: the command reads it and copies none
+// of it.
 //
 // langchaingo v0.1.14's ConversationTokenBuffer logs a warning on every
 // save (its token counter falls back to characters/4); the command
@@ -20,19 +47,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-
-	"github.com/memstack/memstack/recallbench"
-	"github.com/memstack/memstack/tokens"
 )
 
 func main() {
@@ -45,43 +70,125 @@ func main() {
 	}
 }
 
+// The defaults of -locomo and -out, relative to the repository root.
+const (
+	defaultLoCoMo = "../shared/locomo/locomo10-dev.json"
+	defaultOut    = "docs/recall/results.md"
+	// defaultBudget is the context budget, in cl100k tokens.
+	defaultBudget = 1000
+	// defaultSpeedMessages is the size of the Speed section's long history.
+	defaultSpeedMessages = 10000
+	// modulePath identifies the repository's go.mod.
+	modulePath = "github.com/memstack/memstack"
+)
+
 // options are the command's flags.
 type options struct {
-	seed     uint64
-	sessions int
-	turns    int
-	seeds    int
-	budget   int
-	out      string
+	locomo        string
+	budget        int
+	out           string
+	embedder      string
+	model         string
+	ollamaURL     string
+	speedMessages int
+	// args are the arguments as given, for the report.
+	args []string
 }
 
+// parse reads and checks the flags; usage goes to stderr.
 func parse(args []string, stderr io.Writer) (options, error) {
-	var o options
+	o := options{args: args}
 	fs := flag.NewFlagSet("memstack-recall", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated conversation")
-	fs.IntVar(&o.sessions, "sessions", recallbench.DefaultSessions, "number of sessions")
-	fs.IntVar(&o.turns, "turns", recallbench.DefaultTurnsPerSession, "turns per session")
-	fs.IntVar(&o.seeds, "seeds", 10, "number of consecutive seeds, from -seed, for the spread table")
-	fs.IntVar(&o.budget, "budget", recallbench.DefaultBudget, "context budget in cl100k tokens")
-	fs.StringVar(&o.out, "out", "docs/recall/results.md", `file to write the report to ("" for none)`)
+	fs.StringVar(&o.locomo, "locomo", defaultLoCoMo, "LoCoMo file (published locomo10.json format); the default is relative to the repository root")
+	fs.IntVar(&o.budget, "budget", defaultBudget, "token budget (cl100k) of every budgeted memory")
+	fs.StringVar(&o.out, "out", defaultOut, `file to write the report to as well as stdout ("" for none); the default is relative to the repository root`)
+	fs.StringVar(&o.embedder, "embedder", "", `embedder for the vector and hybrid stacks: "ollama" (needs -model), or "" for none`)
+	fs.StringVar(&o.model, "model", "", "Ollama embedding model (with -embedder ollama); never pulled")
+	fs.StringVar(&o.ollamaURL, "ollama-url", "", "Ollama server URL (with -embedder ollama; default $OLLAMA_HOST or http://127.0.0.1:11434)")
+	fs.IntVar(&o.speedMessages, "speed-messages", defaultSpeedMessages, "messages in the Speed section's long history (0: leave it out)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	switch {
-	case o.sessions < 1:
-		return o, fmt.Errorf("-sessions %d: must be at least 1", o.sessions)
-	case o.turns < 1:
-		return o, fmt.Errorf("-turns %d: must be at least 1", o.turns)
-	case o.seeds < 1:
-		return o, fmt.Errorf("-seeds %d: must be at least 1", o.seeds)
-	case o.budget < 1:
-		return o, fmt.Errorf("-budget %d: must be at least 1", o.budget)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.check(set); err != nil {
+		return o, err
+	}
+	root := repoRoot()
+	if !set["locomo"] {
+		o.locomo = filepath.Join(root, defaultLoCoMo)
+	}
+	if !set["out"] {
+		o.out = filepath.Join(root, defaultOut)
 	}
 	return o, nil
+}
+
+// check validates the flags; set tells which were given.
+func (o options) check(set map[string]bool) error {
+	switch {
+	case o.locomo == "":
+		return errors.New(`-locomo "": name a LoCoMo file`)
+	case o.budget < 1:
+		return fmt.Errorf("-budget %d: must be at least 1", o.budget)
+	case o.speedMessages < 0:
+		return fmt.Errorf("-speed-messages %d: must not be negative (0 leaves the long history out)", o.speedMessages)
+	case o.embedder != "" && o.embedder != "ollama":
+		return fmt.Errorf(`-embedder %q: the only embedder is "ollama"`, o.embedder)
+	case o.embedder == "" && (set["model"] || set["ollama-url"]):
+		return errors.New("-model and -ollama-url go with -embedder ollama")
+	case o.embedder == "ollama" && strings.TrimSpace(o.model) == "":
+		return errors.New("-embedder ollama needs -model (an embedding model already on the server)")
+	}
+	if o.ollamaURL != "" {
+		u, err := url.Parse(o.ollamaURL)
+		if err != nil {
+			return fmt.Errorf("-ollama-url %q: %w", o.ollamaURL, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-ollama-url %q: want http:// or https:// and a host", o.ollamaURL)
+		}
+	}
+	return nil
+}
+
+// repoRoot returns the nearest directory at or above the working directory
+// whose go.mod declares memstack's module, or "" (the working directory)
+// when there is none.
+func repoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if isModuleRoot(filepath.Join(dir, "go.mod")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func isModuleRoot(gomod string) bool {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if fields := strings.Fields(s.Text()); len(fields) == 2 && fields[0] == "module" {
+			return fields[1] == modulePath
+		}
+	}
+	return false
 }
 
 // run runs the benchmark the flags in args describe, writes the report to
@@ -113,200 +220,4 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("writing -out %s: %w", o.out, err)
 	}
 	return nil
-}
-
-// variant is the hybrid stack with more of the budget given to Recall: the
-// report shows what the headroom buys.
-var variant = recallbench.HybridConfig{K: 8}
-
-// seedRun is one seed's conversation and results.
-type seedRun struct {
-	conv    *recallbench.Conversation
-	results []recallbench.Result
-}
-
-// benchmark runs every seed and renders the report.
-func benchmark(ctx context.Context, o options) (string, error) {
-	cfg := recallbench.Config{Sessions: o.sessions, TurnsPerSession: o.turns}
-	runs := make([]seedRun, 0, o.seeds)
-	for i := range o.seeds {
-		cfg.Seed = o.seed + uint64(i)
-		conv, err := recallbench.Generate(cfg)
-		if err != nil {
-			return "", err
-		}
-		systems, err := recallbench.Systems(conv, o.budget)
-		if err != nil {
-			return "", err
-		}
-		v := variant
-		v.Budget = o.budget
-		systems = slices.Insert(systems, 1, recallbench.HybridSystem(v))
-		results, err := recallbench.RunAll(ctx, conv, systems)
-		if err != nil {
-			return "", err
-		}
-		runs = append(runs, seedRun{conv: conv, results: results})
-	}
-	return render(ctx, o, runs)
-}
-
-func render(ctx context.Context, o options, runs []seedRun) (string, error) {
-	counter, err := tokens.CL100K()
-	if err != nil {
-		return "", err
-	}
-	first := runs[0]
-	conv := first.conv
-	hybrid, window := first.results[0], first.results[2]
-	k, err := recallbench.WindowTurns(conv, o.budget, counter)
-	if err != nil {
-		return "", err
-	}
-	convTokens, updates := 0, 0
-	for _, t := range conv.Turns {
-		convTokens += counter.CountTokens("Human: "+t.Human+"\nAI: "+t.AI) + 1
-	}
-	planted := 0
-	for _, t := range conv.Turns {
-		if t.Kind != "" {
-			planted++
-		}
-	}
-	updates = planted - len(conv.Questions)
-
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Recall benchmark\n\n")
-	fmt.Fprintf(&b, "Generated by `go run ./cmd/memstack-recall -seed %d -sessions %d -turns %d -seeds %d -budget %d`; do not edit by hand.\n\n",
-		o.seed, o.sessions, o.turns, o.seeds, o.budget)
-	fmt.Fprintf(&b, "The conversation (seed %d): %d sessions a week apart × %d turns = %d turns (%d cl100k tokens), "+
-		"%d planted facts (%d of them later changed), %d questions asked a week after the last session, each with one evidence turn. "+
-		"Every memory gets the same turns (one `SaveContext` per turn) and one `LoadMemoryVariables({\"input\": question})` per question. "+
-		"Budget: %d tokens; `ConversationWindowBuffer` is sized to %d turns, the mean turn being %.0f tokens.\n\n",
-		conv.Config.Seed, conv.Config.Sessions, conv.Config.TurnsPerSession, len(conv.Turns), convTokens,
-		planted, updates, len(conv.Questions), o.budget, k, float64(convTokens)/float64(len(conv.Turns)))
-
-	fmt.Fprintf(&b, "## Results (seed %d)\n\n", conv.Config.Seed)
-	b.WriteString(recallbench.Table(first.results))
-	b.WriteString("\n")
-	met := hybrid.Recall() >= 0.8 && hybrid.MaxTokens <= o.budget && window.Recall() < 0.1
-	verdict := "met"
-	if !met {
-		verdict = "**not met**"
-	}
-	fmt.Fprintf(&b, "Target (issue 5): the default hybrid stack reaches at least 0.80 evidence recall at %d tokens or fewer, "+
-		"where a recent window of the same budget reaches less than 0.10. Seed %d: hybrid %.2f at most %d tokens, TokenWindow(%d) %.2f: target %s.\n\n",
-		o.budget, conv.Config.Seed, hybrid.Recall(), hybrid.MaxTokens, o.budget, window.Recall(), verdict)
-
-	if len(runs) > 1 {
-		fmt.Fprintf(&b, "## Across seeds %d–%d\n\n", o.seed, o.seed+uint64(len(runs))-1)
-		b.WriteString(spread(runs))
-		b.WriteString("\n")
-	}
-
-	fmt.Fprintf(&b, "## What the default hybrid stack found (seed %d)\n\n", conv.Config.Seed)
-	b.WriteString("`found in` names the variables that held the evidence: `history` (RecentN), `facts` (Facts), `relevant_history` (Recall). " +
-		"`BM25 rank` is the evidence turn's rank for the question in a BM25 index over every turn (– : no shared term); " +
-		"Recall shows the top k of the turns RecentN does not show.\n\n")
-	d, err := recallbench.Details(ctx, conv, hybrid)
-	if err != nil {
-		return "", err
-	}
-	b.WriteString(d)
-	b.WriteString("\n")
-
-	misses, err := missTable(ctx, runs)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(&b, "## Why the default hybrid stack misses (seeds %d–%d)\n\n", o.seed, o.seed+uint64(len(runs))-1)
-	b.WriteString("Each missed evidence turn, by kind of fact: `no shared term` means the question and the evidence share no term " +
-		"after stop words and stemming, so a lexical index cannot rank it and only a fact layer (or a vector index) can find it; " +
-		fmt.Sprintf("`ranked below k` means BM25 ranked it below the top %d (distractor turns share the question's words); ", recallbench.HybridK) +
-		"`in top k, not shown` would mean the budget or the recent-window exclusion dropped it.\n\n")
-	b.WriteString(misses)
-	return b.String(), nil
-}
-
-// spread renders, per memory, the evidence recall (mean, min, max) and the
-// context tokens over every seed's run.
-func spread(runs []seedRun) string {
-	var b strings.Builder
-	b.WriteString("| memory | mean evidence recall | min | max | mean context tokens | max context tokens |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
-	for i, r0 := range runs[0].results {
-		sum, lo, hi, tok, maxTok := 0.0, 1.0, 0.0, 0.0, 0
-		for _, run := range runs {
-			r := run.results[i]
-			sum += r.Recall()
-			lo, hi = min(lo, r.Recall()), max(hi, r.Recall())
-			tok += r.MeanTokens
-			maxTok = max(maxTok, r.MaxTokens)
-		}
-		n := float64(len(runs))
-		name := r0.Name
-		if strings.HasPrefix(name, "langchaingo ConversationWindowBuffer(") {
-			name = "langchaingo ConversationWindowBuffer(k sized to the budget per seed)"
-		}
-		fmt.Fprintf(&b, "| %s | %.3f | %.2f | %.2f | %.0f | %d |\n", name, sum/n, lo, hi, tok/n, maxTok)
-	}
-	return b.String()
-}
-
-// missTable classifies the default hybrid stack's misses over every run.
-func missTable(ctx context.Context, runs []seedRun) (string, error) {
-	type row struct{ misses, noTerm, belowK, inTopK, asked int }
-	rows := map[string]*row{}
-	for _, run := range runs {
-		for _, qr := range run.results[0].PerQuestion {
-			for e, ev := range qr.Question.Evidence {
-				r := rows[qr.Question.Kind]
-				if r == nil {
-					r = &row{}
-					rows[qr.Question.Kind] = r
-				}
-				r.asked++
-				if qr.Found[e] {
-					continue
-				}
-				r.misses++
-				rank, err := recallbench.BM25Rank(ctx, run.conv, qr.Question, ev)
-				if err != nil {
-					return "", err
-				}
-				switch {
-				case rank == 0:
-					r.noTerm++
-				case rank > recallbench.HybridK:
-					r.belowK++
-				default:
-					r.inTopK++
-				}
-			}
-		}
-	}
-	kinds := make([]string, 0, len(rows))
-	for k, r := range rows {
-		if r.misses > 0 {
-			kinds = append(kinds, k)
-		}
-	}
-	slices.SortFunc(kinds, func(a, b string) int {
-		if d := rows[b].misses - rows[a].misses; d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	var b strings.Builder
-	if len(kinds) == 0 {
-		b.WriteString("No misses.\n")
-		return b.String(), nil
-	}
-	b.WriteString("| kind | missed / asked | no shared term | ranked below k | in top k, not shown |\n")
-	b.WriteString("|---|---:|---:|---:|---:|\n")
-	for _, k := range kinds {
-		r := rows[k]
-		fmt.Fprintf(&b, "| %s | %d / %d | %d | %d | %d |\n", k, r.misses, r.asked, r.noTerm, r.belowK, r.inTopK)
-	}
-	return b.String(), nil
 }
