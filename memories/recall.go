@@ -42,11 +42,12 @@ const (
 	// neighbouring exchanges count with when an exchange is indexed,
 	// unless WithContextWeight says otherwise.
 	DefaultRecallContextWeight = 0.4
-	// RecallNeighbourShare is the share of a hit's score that each of its
-	// two neighbouring exchanges is offered to a token budget with: a
-	// neighbour competes for the budget's room with the other hits (see
-	// Recall, "Under a token budget").
-	RecallNeighbourShare = 0.8
+	// DefaultRecallNeighbourShare is the share of a hit's score that each
+	// of its two neighbouring exchanges is offered to a token budget with,
+	// unless WithNeighbourShare says otherwise: a neighbour competes for
+	// the budget's room with the other hits (see Recall, "Under a token
+	// budget").
+	DefaultRecallNeighbourShare = 0.8
 	// RecallSeparator separates runs of exchanges in a Recall's string
 	// mode: a blank line.
 	RecallSeparator = "\n\n"
@@ -191,7 +192,7 @@ type RecallEvent struct {
 // DefaultRecallBudgetK (32) exchanges (WithK, when given, sets this number
 // too), each with Priority = its score, and each hit's neighbouring
 // exchange on either side (at least one, or WithNeighbours' n, on each
-// side) with Priority = RecallNeighbourShare (0.8) of the hit's score at
+// side) with Priority = DefaultRecallNeighbourShare (0.8, WithNeighbourShare) of the hit's score at
 // distance one (0.8² at two...), unless the neighbour scores more itself.
 // The budget drops the lowest priorities first, so what is kept is the
 // most relevant that fits: with a small budget only the best hits, with a
@@ -246,7 +247,9 @@ type Recall struct {
 	timeout    time.Duration
 	hook       func(RecallEvent)
 	ctxWeight  float64
+	share      float64
 	dates      bool
+	queryDates bool
 
 	counterOnce sync.Once
 	counter     tokens.Counter
@@ -351,6 +354,28 @@ func WithContextWeight(w float64) Option {
 		}
 		c.recall.contextWeight, c.recall.contextSet = w, true
 	}
+}
+
+// WithNeighbourShare sets the share, in [0, 1), of a hit's score that the
+// exchanges next to it are offered to a token budget with (default
+// DefaultRecallNeighbourShare, 0.8; see Recall, "Under a token budget").
+// 0 offers a budget the hits alone (and WithNeighbours' neighbours with
+// no priority of their own, as an unbudgeted load shows them). A share
+// outside [0, 1), or NaN, is an error.
+func WithNeighbourShare(x float64) Option {
+	return func(c *config) {
+		if math.IsNaN(x) || x < 0 || x >= 1 {
+			c.bad("WithNeighbourShare(%v): the share must lie in [0, 1)", x)
+			return
+		}
+		c.recall.share, c.recall.shareSet = x, true
+	}
+}
+
+// WithQueryDates sets whether a Recall reads a date named in the question
+// (default true; see Recall, "Dates in the question").
+func WithQueryDates(on bool) Option {
+	return func(c *config) { c.recall.noQueryDates = !on }
 }
 
 // WithRecallDates sets whether a Recall in string mode shows the date of
@@ -513,7 +538,11 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	if s.contextSet {
 		m.ctxWeight = s.contextWeight
 	}
-	m.dates = !s.noDates
+	m.dates, m.queryDates = !s.noDates, !s.noQueryDates
+	m.share = DefaultRecallNeighbourShare
+	if s.shareSet {
+		m.share = s.share
+	}
 	m.neighbours, m.exclude = s.neighbours, s.excludeRecent
 	m.timeout, m.hook = s.timeout, s.hook
 	return m, nil
@@ -528,8 +557,8 @@ func recallIndexName(idx retrieval.Index) string {
 
 // String describes the memory's configuration.
 func (m *Recall) String() string {
-	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, context_weight=%g, exclude_recent=%d, dates=%t",
-		recallIndexName(m.idx), m.k, m.budgetK, m.threshold, m.neighbours, m.ctxWeight, m.exclude, m.dates))
+	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, neighbour_share=%g, context_weight=%g, exclude_recent=%d, dates=%t, query_dates=%t",
+		recallIndexName(m.idx), m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
 }
 
 // SaveContext stores the turn (validated first; stored whole or not at all)
@@ -690,11 +719,18 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	k, neighbours := m.k, m.neighbours
 	if budgeted {
-		k, neighbours = m.budgetK, max(m.neighbours, 1)
+		k = m.budgetK
+		if m.share > 0 {
+			neighbours = max(m.neighbours, 1)
+		}
 	}
-	date, rest, dated := parseQueryDate(query)
-	if dated {
-		query = rest
+	var date queryDate
+	dated := false
+	if m.queryDates {
+		var rest string
+		if date, rest, dated = parseQueryDate(query); dated {
+			query = rest
+		}
 	}
 	var hits []retrieval.Hit
 	if strings.TrimSpace(query) != "" {
@@ -747,7 +783,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			}
 			p := sc
 			if j != i {
-				p = neighbourShare(sc, abs(j-i))
+				p = neighbourShare(sc, m.share, abs(j-i))
 			}
 			if own, hit := scores[j]; hit {
 				p = max(p, own)
@@ -799,10 +835,10 @@ func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date quer
 }
 
 // neighbourShare is the priority of an exchange at distance d from a hit
-// scoring score: RecallNeighbourShare^d of it (for a negative score, a
-// cosine similarity, the same distance below it).
-func neighbourShare(score float64, d int) float64 {
-	f := math.Pow(RecallNeighbourShare, float64(d))
+// scoring score: share^d of it (for a negative score, a cosine
+// similarity, the same distance below it).
+func neighbourShare(score, share float64, d int) float64 {
+	f := math.Pow(share, float64(d))
 	if score >= 0 {
 		return score * f
 	}

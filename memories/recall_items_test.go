@@ -55,7 +55,7 @@ func TestRecall_TrimmedByBudgetLeastRelevantFirst(t *testing.T) {
 			assert.Positive(t, it.Score)
 		} else {
 			assert.Zero(t, it.Score, "a neighbour is no hit")
-			want := memories.RecallNeighbourShare * max(items.List[i-1].Score, items.List[i+1].Score)
+			want := memories.DefaultRecallNeighbourShare * max(items.List[i-1].Score, items.List[i+1].Score)
 			assert.InDelta(t, want, it.Priority, 1e-12, "neighbour %d", i)
 		}
 		if it.Priority > items.List[best].Priority {

@@ -24,6 +24,10 @@ type recallSettings struct {
 	// was given.
 	contextWeight float64
 	contextSet    bool
-	// noDates is WithRecallDates(false).
-	noDates bool
+	// noDates is WithRecallDates(false), noQueryDates
+	// WithQueryDates(false).
+	noDates, noQueryDates bool
+	// share is WithNeighbourShare's share; shareSet tells it was given.
+	share    float64
+	shareSet bool
 }
