@@ -31,6 +31,14 @@ import (
 //
 // langchaingo's ChatMessageHistory methods take no identity; the one given
 // here is used for every call, whatever identity the call's ctx carries.
+//
+// Each method passes its ctx on to s, so the time rules of the store
+// package hold: a message added with a ctx from memstack.WithTime is
+// stored dated with that time, any other with the time it was added
+// (AppendTime), and SetMessages dates all its messages with one time, the
+// time of its Append (a langchaingo message has no time of its own, so the
+// times the messages had before are not kept). Messages returns no times;
+// read them with s.All.
 func AsHistory(s Store, id memstack.Identity) schema.ChatMessageHistory {
 	return &storeHistory{s: s, id: id}
 }

@@ -55,7 +55,7 @@ func cloneAI(m llms.AIChatMessage) llms.AIChatMessage {
 func cloneRecords(rs []Record) []Record {
 	out := make([]Record, len(rs))
 	for i, r := range rs {
-		out[i] = Record{Seq: r.Seq, Message: CloneMessage(r.Message)}
+		out[i] = Record{Seq: r.Seq, Message: CloneMessage(r.Message), Time: r.Time}
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/memstack/memstack"
@@ -12,13 +14,16 @@ import (
 )
 
 // ErrCorrupt is wrapped by DecodeMessage's and DecodeRecord's errors when a
-// stored value is not a message EncodeMessage could have written. A backend
+// stored value is not a message EncodeMessageAt could have written. A backend
 // that meets one returns the error (naming the identity and Seq, never the
 // value) and keeps serving every other message and identity.
 var ErrCorrupt = errors.New("store: corrupt stored message")
 
 // codecVersion is the value of the "v" field EncodeMessage writes. A
 // decoder meeting another version rejects the value rather than guess.
+// The optional "at" field did not change it: a decoder that predates it
+// ignores it, as it ignores every key the format does not define, and
+// reads the message without its time.
 const codecVersion = 1
 
 // wireMessage is the JSON form of a message: one flat object with an
@@ -35,6 +40,7 @@ type wireMessage struct {
 	Role             *string           `json:"role,omitempty"`
 	Name             *string           `json:"name,omitempty"`
 	ID               *string           `json:"id,omitempty"`
+	At               *string           `json:"at,omitempty"`
 }
 
 type wireFunctionCall struct {
@@ -48,10 +54,10 @@ type wireToolCall struct {
 	FunctionCall *wireFunctionCall `json:"function,omitempty"`
 }
 
-// EncodeMessage returns the storage form of msg: a JSON object with a
-// version ("v": 1), an explicit type tag ("type": "human", "ai", "system",
-// "generic", "function" or "tool") and exactly the fields of that
-// langchaingo message type:
+// EncodeMessage returns the storage form of msg without a time: a JSON
+// object with a version ("v": 1), an explicit type tag ("type": "human",
+// "ai", "system", "generic", "function" or "tool") and exactly the fields
+// of that langchaingo message type:
 //
 //	{"v":1,"type":"human","content":"Hi"}
 //	{"v":1,"type":"ai","content":"","reasoning_content":"…","function_call":{"name":"f","arguments":"{}"},
@@ -59,6 +65,10 @@ type wireToolCall struct {
 //	{"v":1,"type":"generic","content":"…","role":"critic","name":"bob"}
 //	{"v":1,"type":"function","content":"…","name":"f"}
 //	{"v":1,"type":"tool","content":"…","id":"call_1"}
+//
+// It is EncodeMessageAt(msg, time.Time{}): the value has no "at" field and
+// decodes (DecodeRecord) with a zero Record.Time. Backends store messages
+// with EncodeMessageAt, dated store.AppendTime(ctx).
 //
 // DecodeMessage(EncodeMessage(m)) equals m (reflect.DeepEqual), including
 // a nil versus an empty ToolCalls slice and a nil versus a set FunctionCall.
@@ -77,12 +87,40 @@ type wireToolCall struct {
 // The format is stable: backends written by different engineers (SQLite,
 // Redis, PostgreSQL) share it, and values written today must decode later.
 func EncodeMessage(msg llms.ChatMessage) ([]byte, error) {
+	return EncodeMessageAt(msg, time.Time{})
+}
+
+// EncodeMessageAt is EncodeMessage for a message saved at time at: the
+// value gains an "at" field, the last one, holding at in RFC 3339 with
+// nanoseconds (time.RFC3339Nano: trailing zeros of the fraction, and a
+// fraction of zero, left out) and at's own UTC offset ("Z" for UTC):
+//
+//	{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00.123456789+02:00"}
+//	{"v":1,"type":"ai","content":"Hello!","at":"2023-05-08T08:30:00Z"}
+//
+// DecodeRecord gives the time back as Record.Time: the same instant
+// (time.Time.Equal) with the same UTC offset — not the location's name,
+// which RFC 3339 does not carry, nor a monotonic clock reading. A zero at
+// writes no "at" field, exactly as EncodeMessage. A time RFC 3339 cannot
+// hold (see CheckTime) is an error wrapping ErrInvalidArgument.
+//
+// The field was added to version 1 of the format without changing "v":
+// values written without it (before memstack recorded times) still decode,
+// with a zero Time, and a decoder that predates the field ignores it.
+func EncodeMessageAt(msg llms.ChatMessage, at time.Time) ([]byte, error) {
 	if isNil(msg) {
 		return nil, fmt.Errorf("%w: cannot encode a nil message", ErrInvalidArgument)
 	}
 	w, err := toWire(msg)
 	if err != nil {
 		return nil, err
+	}
+	if !at.IsZero() {
+		s, err := formatTime(at)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s message: %w", ErrInvalidArgument, w.Type, err)
+		}
+		w.At = &s
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -91,6 +129,79 @@ func EncodeMessage(msg llms.ChatMessage) ([]byte, error) {
 		return nil, fmt.Errorf("store: encoding %s message: %w", w.Type, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// CheckTime returns an error wrapping ErrInvalidArgument, naming the
+// problem, if t cannot be the time of a stored message: RFC 3339, the form
+// the backends keep it in, holds the years 0 to 9999 and UTC offsets of
+// whole minutes under 24 hours. The zero time (no time) is fine. A backend
+// calls it on store.AppendTime(ctx) before storing anything, so an Append
+// dated with such a time (memstack.WithTime) stores nothing and fails.
+func CheckTime(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if _, err := formatTime(t); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// formatTime returns t in RFC 3339 with nanoseconds and t's offset, or an
+// error naming why RFC 3339 cannot hold it.
+func formatTime(t time.Time) (string, error) {
+	_, off := t.Zone()
+	if off%60 != 0 || off <= -24*3600 || off >= 24*3600 {
+		return "", fmt.Errorf("the message time's UTC offset of %ds is not a whole number of minutes under 24 hours, which RFC 3339 cannot store (convert the time to UTC first)", off)
+	}
+	if y := t.Year(); y < 0 || y > 9999 {
+		return "", fmt.Errorf("the message time's year %d is outside the years 0 to 9999 RFC 3339 can store", y)
+	}
+	b, err := t.MarshalText()
+	if err != nil { // excluded by the checks above
+		return "", fmt.Errorf("the message time cannot be stored: %v", err)
+	}
+	return string(b), nil
+}
+
+// parseTime is the inverse of formatTime for a stored "at" field. Its
+// errors never quote the value.
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the at field (%d bytes) is not an RFC 3339 time", len(s))
+	}
+	if t.IsZero() {
+		return time.Time{}, errors.New("the at field holds the zero time, which is never written")
+	}
+	if _, err := formatTime(t); err != nil {
+		return time.Time{}, fmt.Errorf("the at field: %w", err)
+	}
+	// The location depends on the instant and the offset only, so that
+	// two decodings of one value, and a value and its re-encoding, are
+	// reflect.DeepEqual (as tests compare Records): time.Parse gives
+	// "+00:00" time.Local where Local is UTC but "Z" time.UTC, and every
+	// other foreign offset a new location.
+	switch _, off := t.Zone(); {
+	case off == 0:
+		t = t.UTC()
+	case t.Location() != time.Local:
+		t = t.In(fixedZone(off))
+	}
+	return t, nil
+}
+
+// zones caches one *time.Location per UTC offset: at most 2 × 24 × 60 of
+// them, since parseTime accepts only offsets of whole minutes under 24
+// hours.
+var zones sync.Map // int (offset in seconds) → *time.Location
+
+func fixedZone(off int) *time.Location {
+	if z, ok := zones.Load(off); ok {
+		return z.(*time.Location)
+	}
+	z, _ := zones.LoadOrStore(off, time.FixedZone("", off))
+	return z.(*time.Location)
 }
 
 func str(s string) *string { return &s }
@@ -172,27 +283,52 @@ func toWire(msg llms.ChatMessage) (*wireMessage, error) {
 	return w, nil
 }
 
-// DecodeMessage is the inverse of EncodeMessage. A value EncodeMessage
+// DecodeMessage is the inverse of EncodeMessage and EncodeMessageAt,
+// without the time (DecodeRecord returns it). A value EncodeMessageAt
 // could not have written — not JSON, trailing data, another version, an
 // unknown type tag (the error names it), a missing field, a field of
-// another message type — is an error wrapping ErrCorrupt; DecodeMessage
-// never panics. Its errors never include the message's content. Object
-// keys the format does not define are ignored: a change to the format that
-// matters changes the version ("v") instead.
+// another message type, an "at" field that is not an RFC 3339 time — is an
+// error wrapping ErrCorrupt; DecodeMessage never panics. Its errors never
+// include the message's content (nor the malformed time). Object keys the
+// format does not define are ignored: a change to the format that matters
+// changes the version ("v") instead.
 func DecodeMessage(data []byte) (llms.ChatMessage, error) {
+	msg, _, err := decode(data)
+	return msg, err
+}
+
+// decode decodes a stored value into its message and its time (zero when
+// the value has none).
+func decode(data []byte) (llms.ChatMessage, time.Time, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%w: empty value", ErrCorrupt)
+		return nil, time.Time{}, fmt.Errorf("%w: empty value", ErrCorrupt)
 	}
 	var w wireMessage
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, fmt.Errorf("%w: not a stored message (%d bytes): %s", ErrCorrupt, len(data), jsonProblem(err))
+		return nil, time.Time{}, fmt.Errorf("%w: not a stored message (%d bytes): %s", ErrCorrupt, len(data), jsonProblem(err))
 	}
 	if w.V != codecVersion {
-		return nil, fmt.Errorf("%w: codec version %d, want %d", ErrCorrupt, w.V, codecVersion)
+		return nil, time.Time{}, fmt.Errorf("%w: codec version %d, want %d", ErrCorrupt, w.V, codecVersion)
 	}
 	if w.Content == nil {
-		return nil, fmt.Errorf("%w: %q message has no content field", ErrCorrupt, w.Type)
+		return nil, time.Time{}, fmt.Errorf("%w: %q message has no content field", ErrCorrupt, w.Type)
 	}
+	msg, err := fromWire(&w)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var at time.Time
+	if w.At != nil {
+		if at, err = parseTime(*w.At); err != nil {
+			return nil, time.Time{}, fmt.Errorf("%w: %q message: %w", ErrCorrupt, w.Type, err)
+		}
+	}
+	return msg, at, nil
+}
+
+// fromWire turns a decoded wire value with a version and a content into
+// its message, checking the fields its type has.
+func fromWire(w *wireMessage) (llms.ChatMessage, error) {
 	// Which optional fields are present, as a bit set; each type allows
 	// some and requires some.
 	const (
@@ -243,7 +379,7 @@ func DecodeMessage(data []byte) (llms.ChatMessage, error) {
 		}
 	case "ai":
 		if err = check(fReasoning|fFunctionCall|fToolCalls, 0); err == nil {
-			msg, err = fromWireAI(&w)
+			msg, err = fromWireAI(w)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown message type %q", ErrCorrupt, w.Type)
@@ -303,13 +439,20 @@ func jsonProblem(err error) string {
 }
 
 // DecodeRecord decodes the stored message data of id with sequence number
-// seq. Its error wraps DecodeMessage's (and so ErrCorrupt) and names the
-// identity (its Key) and the Seq, which is what a backend reports for a
-// corrupt row or value.
+// seq into a Record: the message, and the time EncodeMessageAt wrote as
+// Record.Time (zero for a value without one, such as every value stored
+// before memstack recorded times). The time's location follows from its
+// offset: time.UTC for a zero offset, time.Local for the offset Local has
+// at that instant, else an unnamed fixed zone of that offset — the same
+// *time.Location for every value with that offset, so Records decoded
+// from one value are reflect.DeepEqual. Its
+// error wraps DecodeMessage's (and so ErrCorrupt) and names the identity
+// (its Key) and the Seq, which is what a backend reports for a corrupt row
+// or value.
 func DecodeRecord(id memstack.Identity, seq int64, data []byte) (Record, error) {
-	msg, err := DecodeMessage(data)
+	msg, at, err := decode(data)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: message Seq %d of identity %q: %w", seq, id.Key(), err)
 	}
-	return Record{Seq: seq, Message: msg}, nil
+	return Record{Seq: seq, Message: msg, Time: at}, nil
 }

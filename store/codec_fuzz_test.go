@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tmc/langchaingo/llms"
@@ -22,6 +23,7 @@ import (
 //	go test ./store -run '^$' -fuzz '^FuzzDecodeMessage$' -fuzztime 10m
 //	go test ./store -run '^$' -fuzz '^FuzzEncodeRoundTrip$' -fuzztime 10m
 //	go test ./store -run '^$' -fuzz '^FuzzDecodeRecord$' -fuzztime 10m
+//	go test ./store -run '^$' -fuzz '^FuzzTimeRoundTrip$' -fuzztime 10m
 
 // codecSeeds are stored values: what EncodeMessage writes for every message
 // type, and values it could not have written.
@@ -62,6 +64,23 @@ func codecSeeds() [][]byte {
 		[]byte(`{"v":1,"type":"human","content":"x","v":1,"v":2}`),
 		[]byte(`{"V":1,"TYPE":"human","Content":"case-insensitive keys"}`),
 		[]byte(strings.Repeat("[", 10000)),
+		// Times: what EncodeMessageAt writes, and what it could not.
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00Z"}`),
+		[]byte(`{"v":1,"type":"ai","content":"a","tool_calls":[],"at":"2023-05-08T12:30:00.123456789+02:00"}`),
+		[]byte(`{"v":1,"type":"tool","content":"42","id":"call_1","at":"0000-01-01T00:00:00-23:59"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"9999-12-31T23:59:59.999999999+14:00"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00.1200+00:00"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00,5Z"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08t10:30:00z"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:60Z"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T24:00:00Z"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00+24:00"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"0001-01-01T00:00:00Z"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"a long secret that is not a time"}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":""}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":null}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":1683541800}`),
+		[]byte(`{"v":1,"type":"human","content":"Hi","at":"2023-05-08T10:30:00Z","at":"bad"}`),
 	}
 	return seeds
 }
@@ -311,5 +330,88 @@ func FuzzDecodeRecord(f *testing.F) {
 		if rec.Seq != seq || !reflect.DeepEqual(rec.Message, want) {
 			t.Fatalf("DecodeRecord = %+v, want Seq %d and %#v", rec, seq, want)
 		}
+		if rec.Time.IsZero() {
+			if rec.Time != (time.Time{}) {
+				t.Fatalf("DecodeRecord returned a zero instant that is not the zero Time: %v", rec.Time)
+			}
+			return
+		}
+		// A time DecodeRecord accepts is one EncodeMessageAt writes again,
+		// always the same way, and reads back the same.
+		enc, err := store.EncodeMessageAt(rec.Message, rec.Time)
+		if err != nil {
+			t.Fatalf("the decoded time %v does not encode again: %v", rec.Time, err)
+		}
+		again, err := store.DecodeRecord(id, seq, enc)
+		if err != nil {
+			t.Fatalf("DecodeRecord(EncodeMessageAt(decoded)): %v\nencoded: %q", err, enc)
+		}
+		checkSameTime(t, rec.Time, again.Time)
+		if !reflect.DeepEqual(rec, again) {
+			t.Fatalf("decode/encode/decode changed the record:\nfirst:  %#v\nsecond: %#v", rec, again)
+		}
+		enc2, err := store.EncodeMessageAt(again.Message, again.Time)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding with a time is not deterministic: %q vs %q (%v)", enc, enc2, err)
+		}
+	})
+}
+
+// checkSameTime fails unless got is the instant of want with its UTC
+// offset.
+func checkSameTime(t *testing.T, want, got time.Time) {
+	t.Helper()
+	_, wo := want.Zone()
+	_, gwo := got.Zone()
+	if !got.Equal(want) || wo != gwo {
+		t.Fatalf("time %s (offset %d) read back as %s (offset %d)",
+			want.Format(time.RFC3339Nano), wo, got.Format(time.RFC3339Nano), gwo)
+	}
+}
+
+// FuzzTimeRoundTrip dates a message with an arbitrary time: a Unix time in
+// seconds and nanoseconds and a UTC offset in seconds. EncodeMessageAt and
+// CheckTime agree; a time they accept reads back from DecodeRecord as the
+// same instant with the same offset; one they reject (a year outside 0 to
+// 9999, an offset that is not whole minutes under 24 hours) is an error
+// wrapping store.ErrInvalidArgument; neither ever panics.
+func FuzzTimeRoundTrip(f *testing.F) {
+	f.Add(int64(1683541800), int64(0), int32(0))
+	f.Add(int64(1683541800), int64(123456789), int32(7200))
+	f.Add(int64(-62135596800), int64(0), int32(0))         // the zero time
+	f.Add(int64(-62167219200), int64(0), int32(0))         // year 0
+	f.Add(int64(253402300799), int64(999999999), int32(0)) // the end of 9999
+	f.Add(int64(253402300799), int64(0), int32(3600))      // year 10000 in its zone
+	f.Add(int64(0), int64(0), int32(-(7*3600 + 1800)))
+	f.Add(int64(0), int64(0), int32(1172))
+	f.Add(int64(0), int64(0), int32(86400))
+	f.Add(int64(1<<62), int64(-1), int32(-86340))
+	f.Fuzz(func(t *testing.T, sec, nsec int64, off int32) {
+		at := time.Unix(sec, nsec).In(time.FixedZone("", int(off)))
+		msg := llms.AIChatMessage{Content: "a", ToolCalls: []llms.ToolCall{}}
+		data, err := store.EncodeMessageAt(msg, at)
+		if cerr := store.CheckTime(at); (cerr == nil) != (err == nil) {
+			t.Fatalf("CheckTime says %v, EncodeMessageAt says %v", cerr, err)
+		}
+		if err != nil {
+			if !errors.Is(err, store.ErrInvalidArgument) {
+				t.Fatalf("EncodeMessageAt error does not wrap ErrInvalidArgument: %v", err)
+			}
+			return
+		}
+		rec, err := store.DecodeRecord(memstack.Identity{}, 1, data)
+		if err != nil {
+			t.Fatalf("DecodeRecord(EncodeMessageAt(m, %v)): %v\nencoded: %q", at, err, data)
+		}
+		if !reflect.DeepEqual(rec.Message, msg) {
+			t.Fatalf("the time changed the message: %#v", rec.Message)
+		}
+		if at.IsZero() {
+			if rec.Time != (time.Time{}) {
+				t.Fatalf("a zero time read back as %v", rec.Time)
+			}
+			return
+		}
+		checkSameTime(t, at, rec.Time)
 	})
 }

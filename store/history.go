@@ -35,6 +35,11 @@ var ErrWrongIdentity = errors.New("store: this store serves one identity only")
 //
 // A ChatMessageHistory has no place for state values, so a History keeps
 // them in process memory: they do not survive a restart. Forget is Clear.
+//
+// Nor has it a place for times: a History does not keep the time of an
+// Append (memstack.WithTime is ignored), and every Record it returns has a
+// zero Time. Memories treat a zero Time as unknown (Facts dates a fact
+// from such a message with its clock).
 type History struct {
 	mu    sync.Mutex
 	h     schema.ChatMessageHistory

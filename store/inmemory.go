@@ -18,6 +18,9 @@ import (
 //
 // Appends, reads and Stat of one identity cost O(1) plus the number of
 // messages copied; different identities do not contend on one lock.
+//
+// Every message keeps the time of its Append (AppendTime) as given:
+// the same instant, location and all, with no rounding.
 type InMemory struct {
 	mu    sync.RWMutex
 	convs map[memstack.Identity]*conversation
@@ -89,12 +92,19 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	if len(msgs) == 0 {
 		return nil
 	}
+	// The time is checked as the encoding backends check it, so an Append
+	// that fails on them fails here too.
+	at := AppendTime(ctx)
+	if err := CheckTime(at); err != nil {
+		return err
+	}
 	recs := make([]Record, len(msgs))
 	for i, m := range msgs {
 		if isNil(m) {
 			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
 		recs[i].Message = CloneMessage(m)
+		recs[i].Time = at
 	}
 	c := s.lockLive(id)
 	defer c.mu.Unlock()

@@ -26,6 +26,25 @@
 // from a cache; backends draw Seqs from a store-wide counter (InMemory,
 // SQL sequences) or from a clock-based counter (max(last+1, now in µs)).
 //
+// # Time
+//
+// Every stored message carries the time it was saved (Record.Time). An
+// Append dates all its messages with one time, AppendTime(ctx): the time
+// the caller put in ctx with memstack.WithTime — to import a history, or
+// replay one, at the times its turns were said — else the clock when the
+// Append runs. Every read (Last, All) returns it: the same instant
+// (time.Time.Equal) with the same UTC offset, in every backend, and
+// RemovePrefix of other messages leaves it alone. Memories pass their
+// caller's ctx to Append, so
+//
+//	ctx = memstack.WithTime(ctx, turn.At)
+//	err := mem.SaveContext(ctx, inputs, outputs)
+//
+// stores the turn dated turn.At. A time RFC 3339 cannot hold (CheckTime)
+// makes the Append fail, storing nothing. Messages stored before memstack
+// recorded times read back with a zero Time, and so do the messages of a
+// store that cannot keep one (FromHistory).
+//
 // Besides messages, a store keeps small named values per identity (State):
 // what a memory derives from the messages and must not lose on restart — a
 // running summary and the Seq it covers, extracted facts. PutState is a

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/chains"
@@ -14,8 +16,10 @@ import (
 	"github.com/tmc/langchaingo/memory"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storetest"
 )
 
 // countingLLM is an llms.Model test double: it answers "answer N" to its
@@ -97,4 +101,47 @@ func TestLangchaingoConversationBuffer(t *testing.T) {
 	st, err = s.Stat(ctx, bob)
 	require.NoError(t, err)
 	assert.Equal(t, 2, st.Count)
+}
+
+// Rows written before memstack recorded times (a body without "at") still
+// read, with a zero Time, next to dated ones.
+func TestRowsWithoutTimes(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("undated")
+	s := open(t, pgstore.WithTablePrefix(prefix))
+	pool, err := pgxpool.New(ctx, testsvc.Postgres(t))
+	require.NoError(t, err)
+	defer pool.Close()
+	storetest.RunUndated(t, s, func(t *testing.T, _ memstack.Identity, seq int64, value []byte) {
+		tag, err := pool.Exec(ctx, "UPDATE "+prefix+"messages SET body = $1 WHERE seq = $2", value, seq)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), tag.RowsAffected())
+	})
+}
+
+// The time lives in the body's JSON: the tables are unchanged and the row
+// holds exactly what store.EncodeMessageAt writes.
+func TestRowCarriesTheTime(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("dated")
+	s := open(t, pgstore.WithTablePrefix(prefix))
+	at := time.Date(2023, 5, 8, 12, 30, 0, 5, time.FixedZone("CEST", 2*3600))
+	msg := llms.HumanChatMessage{Content: "dated"}
+	require.NoError(t, s.Append(memstack.WithTime(ctx, at), alice, msg))
+
+	pool, err := pgxpool.New(ctx, testsvc.Postgres(t))
+	require.NoError(t, err)
+	defer pool.Close()
+	var body []byte
+	require.NoError(t, pool.QueryRow(ctx, "SELECT body FROM "+prefix+"messages").Scan(&body))
+	want, err := store.EncodeMessageAt(msg, at)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(body))
+	assert.Contains(t, string(body), `"at":"2023-05-08T12:30:00.000000005+02:00"`)
+
+	rs, err := open(t, pgstore.WithTablePrefix(prefix)).All(ctx, alice)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	assert.True(t, rs[0].Time.Equal(at))
+	assert.Equal(t, "2023-05-08T12:30:00.000000005+02:00", rs[0].Time.Format(time.RFC3339Nano))
 }

@@ -38,10 +38,15 @@
 //
 // # Messages
 //
-// A message is stored as store.EncodeMessage's JSON in a bytea column, not
-// in jsonb or text: PostgreSQL's text types cannot hold a NUL character and
-// jsonb rejects \u0000, while the contract requires any valid string to
-// round-trip byte for byte. The system column pins system messages:
+// A message is stored as store.EncodeMessageAt's JSON in a bytea column,
+// not in jsonb or text: PostgreSQL's text types cannot hold a NUL character
+// and jsonb rejects \u0000, while the contract requires any valid string to
+// round-trip byte for byte. The JSON carries the message's time (its "at"
+// field: store.AppendTime of the Append, which a caller sets with
+// memstack.WithTime), with its UTC offset, which a timestamptz column
+// would not keep; so times need no column and the tables are unchanged.
+// Rows written before memstack recorded times have no "at" and read back
+// with a zero store.Record.Time. The system column pins system messages:
 // RemovePrefix is DELETE … WHERE seq <= through AND NOT system.
 //
 // Every write to a conversation's messages (Append, RemovePrefix, Clear,
@@ -401,7 +406,8 @@ func (s *Store) wrap(op string, id ident, err error) error {
 }
 
 // Append implements store.Store: one round trip, one implicit transaction
-// (see the package documentation).
+// (see the package documentation). Every message is dated
+// store.AppendTime(ctx), taken once, by this process.
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	if err := s.check(ctx, "Append", id); err != nil {
 		return err
@@ -409,10 +415,14 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
+	at := store.AppendTime(ctx)
+	if err := store.CheckTime(at); err != nil {
+		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
+	}
 	system := make([]bool, len(msgs))
 	bodies := make([][]byte, len(msgs))
 	for i, m := range msgs {
-		b, err := store.EncodeMessage(m)
+		b, err := store.EncodeMessageAt(m, at)
 		if err != nil {
 			return fmt.Errorf("pgstore: Append of identity %q: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
 		}

@@ -55,5 +55,5 @@ func (d *decodeCache) put(elem string, r store.Record) {
 	if d == nil || len(elem) > maxCachedElement {
 		return
 	}
-	d.c.Add(elem, store.Record{Seq: r.Seq, Message: store.CloneMessage(r.Message)})
+	d.c.Add(elem, store.Record{Seq: r.Seq, Message: store.CloneMessage(r.Message), Time: r.Time})
 }

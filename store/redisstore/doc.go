@@ -39,8 +39,13 @@
 //
 // A list element is "<seq>|<flag>|<message>": the Seq in decimal, 's' for a
 // system message or 'm' for any other, and the message as
-// store.EncodeMessage writes it. The flag lets the trimming script keep
-// system messages without decoding JSON.
+// store.EncodeMessageAt writes it — with its time, store.AppendTime of the
+// Append (memstack.WithTime, else this process's clock), as the JSON's last
+// field, "at". The flag lets the trimming script keep system messages
+// without decoding JSON; the scripts read only the "<seq>|<flag>|" head of
+// an element, never the JSON, so the time changed none of them. Elements
+// written before memstack recorded times have no "at" and read back with a
+// zero store.Record.Time.
 //
 // # Atomicity and cost
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/storetest"
 )
 
 // recordingLLM is an llms.Model test double: it answers from a script and
@@ -102,4 +104,54 @@ func TestLangchaingoConversationBufferOnRedis(t *testing.T) {
 	got, err := other.Messages(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []llms.ChatMessage{llms.HumanChatMessage{Content: "mine"}}, got)
+}
+
+// List elements written before memstack recorded times (JSON without "at")
+// still read, with a zero Time, next to dated ones; the trimming script
+// keeps working on both.
+func TestElementsWithoutTimes(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := uniquePrefix()
+	s := open(t, addr, redisstore.WithKeyPrefix(prefix))
+	raw := rawClient(t, addr)
+	storetest.RunUndated(t, s, func(t *testing.T, id memstack.Identity, seq int64, value []byte) {
+		ctx := context.Background()
+		k := keysOf(prefix, "default", id)
+		elems, err := raw.LRange(ctx, k.msgs, 0, -1).Result()
+		require.NoError(t, err)
+		head := fmt.Sprint(seq, "|")
+		for i, e := range elems {
+			if strings.HasPrefix(e, head) {
+				// Keep the Seq and the role flag: "<seq>|<flag>|".
+				require.NoError(t, raw.LSet(ctx, k.msgs, int64(i), e[:len(head)+2]+string(value)).Err())
+				return
+			}
+		}
+		t.Fatalf("no list element with Seq %d", seq)
+	})
+}
+
+// The time lives in the element's JSON: the layout is unchanged and the
+// element holds exactly "<seq>|<flag>|" and what store.EncodeMessageAt
+// writes.
+func TestElementCarriesTheTime(t *testing.T) {
+	addr := testsvc.Redis(t)
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	s := open(t, addr, redisstore.WithKeyPrefix(prefix))
+	at := time.Date(2023, 5, 8, 12, 30, 0, 5, time.FixedZone("CEST", 2*3600))
+	msg := llms.SystemChatMessage{Content: "dated"}
+	require.NoError(t, s.Append(memstack.WithTime(ctx, at), alice, msg))
+
+	rs, err := s.All(ctx, alice)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	elems, err := rawClient(t, addr).LRange(ctx, keysOf(prefix, "default", alice).msgs, 0, -1).Result()
+	require.NoError(t, err)
+	want, err := store.EncodeMessageAt(msg, at)
+	require.NoError(t, err)
+	assert.Equal(t, []string{fmt.Sprint(rs[0].Seq, "|s|", string(want))}, elems)
+	assert.Contains(t, elems[0], `"at":"2023-05-08T12:30:00.000000005+02:00"}`)
+	assert.True(t, rs[0].Time.Equal(at))
+	assert.Equal(t, "2023-05-08T12:30:00.000000005+02:00", rs[0].Time.Format(time.RFC3339Nano))
 }

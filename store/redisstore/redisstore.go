@@ -241,7 +241,9 @@ func (s *Store) corrupt(op string, id memstack.Identity, what string) error {
 }
 
 // Append implements store.Store: the messages get consecutive Seqs and are
-// pushed by one script, so the turn is stored whole or not at all.
+// pushed by one script, so the turn is stored whole or not at all. Every
+// message is dated store.AppendTime(ctx), taken once, by this process (not
+// by the Redis server's clock, which only draws Seqs).
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	const op = "Append"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -250,10 +252,14 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
+	at := store.AppendTime(ctx)
+	if err := store.CheckTime(at); err != nil {
+		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
+	}
 	args := make([]any, 0, 2+len(msgs))
 	args = append(args, s.ns, s.ttlArg)
 	for i, m := range msgs {
-		data, err := store.EncodeMessage(m) // a nil message is an ErrInvalidArgument
+		data, err := store.EncodeMessageAt(m, at) // a nil message is an ErrInvalidArgument
 		if err != nil {
 			return fmt.Errorf("redisstore: %s of %q: message %d of %d: %w", op, id.Key(), i+1, len(msgs), err)
 		}

@@ -28,7 +28,8 @@ type appendRow struct {
 }
 
 // Append implements store.Store: the messages are inserted in one
-// transaction, so they are stored whole or not at all, contiguously.
+// transaction, so they are stored whole or not at all, contiguously, all
+// dated store.AppendTime(ctx).
 //
 // Appends are committed in groups: an Append queues its rows and then
 // either becomes the writer — and commits every queued Append in one
@@ -44,9 +45,13 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
+	at := store.AppendTime(ctx)
+	if err := store.CheckTime(at); err != nil {
+		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
+	}
 	req := &appendReq{ctx: ctx, key: id.Key(), rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
 	for i, m := range msgs {
-		data, err := store.EncodeMessage(m)
+		data, err := store.EncodeMessageAt(m, at)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: Append to %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
 		}

@@ -34,16 +34,21 @@
 //	memstack_namespaces (ns TEXT PRIMARY KEY)                -- every namespace opened
 //
 // identity is memstack.Identity.Key (injective, so adversarial identities
-// never share rows). message is store.EncodeMessage's JSON, shared with the
-// Redis and PostgreSQL backends. system marks system messages, which
-// RemovePrefix keeps. Seq is the AUTOINCREMENT rowid, which SQLite never
-// hands out twice, not even after the rows are deleted (by RemovePrefix,
-// Clear or Forget), so Seqs increase strictly in append order across the
-// whole file. State versions come from memstack_counter, a single-row
-// counter that only grows; PutState is a compare-and-set (UPDATE … WHERE
-// version = ?). Open registers its namespace in memstack_namespaces, so
-// Forget finds every namespace's rows through the (ns, identity) keys —
-// no second index on identity slows every Append down.
+// never share rows). message is store.EncodeMessageAt's JSON, shared with
+// the Redis and PostgreSQL backends; it carries the message's time (its
+// "at" field: store.AppendTime of the Append, which a caller sets with
+// memstack.WithTime), so times need no column of their own and schema
+// version 1 is unchanged. Rows written before memstack recorded times have
+// no "at" and read back with a zero store.Record.Time. system marks system
+// messages, which RemovePrefix keeps. Seq is the AUTOINCREMENT rowid, which
+// SQLite never hands out twice, not even after the rows are deleted (by
+// RemovePrefix, Clear or Forget), so Seqs increase strictly in append order
+// across the whole file. State versions come from memstack_counter, a
+// single-row counter that only grows; PutState is a compare-and-set
+// (UPDATE … WHERE version = ?). Open registers its namespace in
+// memstack_namespaces, so Forget finds every namespace's rows through the
+// (ns, identity) keys — no second index on identity slows every Append
+// down.
 //
 // # Concurrency and durability
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,6 +120,77 @@ func (s lenientLast) Last(ctx context.Context, id memstack.Identity, n int) ([]s
 	return s.InMemory.Last(ctx, id, n)
 }
 
+// utcTimes reads times back in UTC: the instant is kept, the offset lost.
+type utcTimes struct{ *store.InMemory }
+
+func inUTC(rs []store.Record, err error) ([]store.Record, error) {
+	for i := range rs {
+		rs[i].Time = rs[i].Time.UTC()
+	}
+	return rs, err
+}
+
+func (s utcTimes) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	return inUTC(s.InMemory.Last(ctx, id, n))
+}
+func (s utcTimes) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	return inUTC(s.InMemory.All(ctx, id))
+}
+
+// perMessageTimes dates each message of an Append a nanosecond after the
+// one before.
+type perMessageTimes struct{ *store.InMemory }
+
+func (s perMessageTimes) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	at := store.AppendTime(ctx)
+	for i, m := range msgs {
+		if err := s.InMemory.Append(memstack.WithTime(ctx, at.Add(time.Duration(i))), id, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// staleClock dates an Append without a time with the time it was built.
+type staleClock struct {
+	*store.InMemory
+	built time.Time
+}
+
+func (s staleClock) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	if _, ok := memstack.TimeFrom(ctx); !ok {
+		ctx = memstack.WithTime(ctx, s.built)
+	}
+	return s.InMemory.Append(ctx, id, msgs...)
+}
+
+// removeForgetsTimes returns zero times once RemovePrefix has run.
+type removeForgetsTimes struct {
+	*store.InMemory
+	removed *atomic.Bool
+}
+
+func (s removeForgetsTimes) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
+	s.removed.Store(true)
+	return s.InMemory.RemovePrefix(ctx, id, through)
+}
+
+func (s removeForgetsTimes) forget(rs []store.Record, err error) ([]store.Record, error) {
+	if s.removed.Load() {
+		for i := range rs {
+			rs[i].Time = time.Time{}
+		}
+	}
+	return rs, err
+}
+
+func (s removeForgetsTimes) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	return s.forget(s.InMemory.Last(ctx, id, n))
+}
+func (s removeForgetsTimes) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	return s.forget(s.InMemory.All(ctx, id))
+}
+
 var brokenStores = map[string]struct {
 	wrap    func(*store.InMemory) store.Store
 	subtest string
@@ -133,6 +206,12 @@ var brokenStores = map[string]struct {
 	"joined identity keys":                         {func(s *store.InMemory) store.Store { return joinedKeys{s} }, "IdentitiesIsolated"},
 	"Forget keeps state":                           {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "Forget"},
 	"Forget keeps state of adversarial identities": {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "ForgetAdversarialIdentities"},
+	"ignores the context's time":                   {func(s *store.InMemory) store.Store { return ignoresContext{s} }, "TimeFromContext"},
+	"times lose their offset":                      {func(s *store.InMemory) store.Store { return utcTimes{s} }, "TimeFromContext"},
+	"a time per message":                           {func(s *store.InMemory) store.Store { return perMessageTimes{s} }, "TimeSharedByTurn"},
+	"a stale clock":                                {func(s *store.InMemory) store.Store { return staleClock{s, time.Now().Add(-time.Hour)} }, "TimeDefaultsToNow"},
+	"RemovePrefix forgets times": {func(s *store.InMemory) store.Store { return removeForgetsTimes{s, new(atomic.Bool)} },
+		"TimeSurvivesRemovePrefix"},
 }
 
 const brokenEnv = "STORETEST_BROKEN_STORE"

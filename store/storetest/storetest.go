@@ -20,6 +20,10 @@
 // Bench(b, open) measures saves per second and load latency with the same
 // Opener, and Measure does the measurement for a benchmark command.
 //
+// RunUndated(t, s, overwrite) checks that a backend still reads the
+// messages it stored before memstack recorded times: overwrite plants such
+// values in the backend's own layout (a SQL UPDATE, a Redis LSET).
+//
 // # The Opener
 //
 // Open(tb, ns) opens a store over the backend's data in namespace ns. Called
@@ -79,6 +83,16 @@
 //     message of multibyte text;
 //   - returned messages are copies: changing them, or the appended values,
 //     afterwards changes nothing stored;
+//   - times (store.Record.Time): an Append under memstack.WithTime(ctx, t)
+//     reads back, by Last, All and a second client, dated t — the same
+//     instant (time.Time.Equal) with the same UTC offset, nanoseconds
+//     included, for offsets east and west of UTC and years 1 to 9999; an
+//     Append without a time (or with a zero one) is dated between the
+//     instants before and after the call; every message of one Append has
+//     the same time; RemovePrefix leaves the times of the kept messages
+//     (system ones included) and of other identities unchanged; a time
+//     RFC 3339 cannot hold is either refused with an error wrapping
+//     store.ErrInvalidArgument, storing nothing, or kept exactly;
 //   - 32 goroutines appending 20 turns each to one conversation lose
 //     nothing, each turn's messages are adjacent and each writer's order is
 //     kept; two independent clients appending concurrently to one
