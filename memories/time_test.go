@@ -200,16 +200,6 @@ func TestTime_ReportedItemsCarryStoredTimes(t *testing.T) {
 	})
 }
 
-// tmFormat writes times in RFC 3339 with nanoseconds: equal strings are
-// the same instant with the same UTC offset.
-func tmFormat(times ...time.Time) []string {
-	out := make([]string, len(times))
-	for i, t := range times {
-		out[i] = t.Format(time.RFC3339Nano)
-	}
-	return out
-}
-
 func tmTimes(items []observe.Item) []time.Time {
 	out := make([]time.Time, len(items))
 	for i, it := range items {
@@ -267,11 +257,16 @@ func TestTime_FactsAreValidFromTheirMessagesTime(t *testing.T) {
 	// Observe items carry the facts' times; so do combined items.
 	rep := recorded(t, ctx, m)
 	// (Facts are kept as JSON: the offset survives, the zone's name not.)
-	assert.Equal(t, tmFormat(clock.Now(), history[1].at, history[0].at), tmFormat(tmTimes(rep.Injected)...))
+	// Equal RFC 3339 strings are the same instant with the same offset.
+	want := []time.Time{clock.Now(), history[1].at, history[0].at}
+	require.Len(t, rep.Injected, len(want))
+	for i, it := range rep.Injected {
+		assert.Equal(t, want[i].Format(time.RFC3339Nano), it.Time.Format(time.RFC3339Nano), "fact %s", it.ID)
+	}
 	items, err := m.LoadItems(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, items.List, 3)
-	assert.Equal(t, tmFormat(history[1].at), tmFormat(items.List[1].Time))
+	assert.Equal(t, history[1].at.Format(time.RFC3339Nano), items.List[1].Time.Format(time.RFC3339Nano))
 	assert.Equal(t, history[0].at, items.List[2].Time)
 }
 
