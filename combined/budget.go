@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tmc/langchaingo/llms"
@@ -77,6 +78,11 @@ type Item struct {
 	Kind  string
 	ID    string
 	Score float64
+	// Time is the stored time of what the item stands for (a message's
+	// store.Record.Time, the time a fact became valid, an exchange's
+	// time), zero when unknown; the budget copies it into the observe.Item
+	// it reports for the item (Injected, Dropped, Trim.Dropped).
+	Time time.Time
 	// Priority: lower is dropped first; ties go by position, earlier first.
 	Priority float64
 	// Group: items with the same non-zero Group are kept or dropped
@@ -491,7 +497,22 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 }
 
 func (b *budget) droppedItem(it Item) observe.Item {
-	return observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: b.count(it.Text), Reason: observe.ReasonBudget}
+	o := it.observed(observe.ReasonBudget)
+	o.Tokens = b.count(it.Text)
+	return o
+}
+
+// injectedItem is the report of an item the budget kept.
+func (b *budget) injectedItem(it Item) observe.Item {
+	o := it.observed("")
+	o.Tokens = b.count(it.Text)
+	return o
+}
+
+// observed names it in a report, with reason (empty for an injected item)
+// and without tokens.
+func (it Item) observed(reason string) observe.Item {
+	return observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Reason: reason, Time: it.Time}
 }
 
 // maxTakeBack bounds how many dropped units a load tries to take back when
@@ -653,7 +674,7 @@ func (m *Memory) record(rec *observe.Recorder, vars []variable, drop []unit, exa
 		}
 		for i, it := range v.items {
 			if v.keep[i] {
-				rec.Injected(observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: m.budget.count(it.Text)})
+				rec.Injected(m.budget.injectedItem(it))
 			}
 		}
 	}
@@ -675,7 +696,7 @@ func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe
 		r := &reports[v.child]
 		if !v.winner {
 			for _, it := range v.items {
-				r.Dropped = append(r.Dropped, observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Reason: observe.ReasonOverridden})
+				r.Dropped = append(r.Dropped, it.observed(observe.ReasonOverridden))
 			}
 			continue
 		}
@@ -695,7 +716,7 @@ func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe
 		}
 		for i, it := range v.items {
 			if v.keep[i] {
-				r.Injected = append(r.Injected, observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Tokens: m.budget.count(it.Text)})
+				r.Injected = append(r.Injected, m.budget.injectedItem(it))
 			}
 		}
 	}

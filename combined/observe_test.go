@@ -135,6 +135,7 @@ func TestObserverOneReportPerLayerPerOp(t *testing.T) {
 		assert.NoError(t, r.Err)
 		assert.False(t, r.Start.IsZero())
 		assert.Positive(t, int64(r.Duration))
+		assert.False(t, r.At.IsZero(), "%s: an add reports the time its message was dated with", r.Layer)
 	}
 
 	// Two saves: the Summary's second save folds with one model call.
@@ -152,6 +153,11 @@ func TestObserverOneReportPerLayerPerOp(t *testing.T) {
 				wantCalls = 1
 			}
 			assert.Equal(t, wantCalls, r.LLMCalls, "save %d, %s", i, r.Layer)
+			if r.Layer == "5:userMemory" {
+				assert.True(t, r.At.IsZero(), "a foreign memory reports no save time")
+			} else {
+				assert.False(t, r.At.IsZero(), "%s: a save reports the time its messages were dated with", r.Layer)
+			}
 		}
 	}
 	require.Equal(t, 1, s.model.count())
@@ -185,7 +191,8 @@ func TestObserverOneReportPerLayerPerOp(t *testing.T) {
 		for i, r := range recs {
 			n := c.CountTokens(line(t, r.Message)) + 1
 			wantTokens += n
-			assert.Equal(t, observe.Item{Kind: "message", ID: fmt.Sprint(r.Seq), Tokens: n}, rs["2:TokenWindow"].Injected[i])
+			assert.Equal(t, observe.Item{Kind: "message", ID: fmt.Sprint(r.Seq), Tokens: n, Time: r.Time}, rs["2:TokenWindow"].Injected[i])
+			assert.False(t, r.Time.IsZero(), "a reported message carries its stored time")
 		}
 		assert.Equal(t, wantTokens, rs["2:TokenWindow"].Tokens)
 		assert.Empty(t, rs["2:TokenWindow"].Dropped)

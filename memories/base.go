@@ -7,6 +7,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -76,10 +77,16 @@ func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Iden
 	return id, msg, err
 }
 
+// append stores msgs for id as one unit, dated store.AppendTime(ctx) — the
+// caller's memstack.WithTime, else now — and notes that time on the
+// call's Recorder (observe.Report.At). The time is fixed here and handed
+// to the store in ctx, so the report and the stored messages agree.
 func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
-	if err := b.cfg.store.Append(ctx, id, msgs...); err != nil {
+	at := store.AppendTime(ctx)
+	if err := b.cfg.store.Append(memstack.WithTime(ctx, at), id, msgs...); err != nil {
 		return fmt.Errorf("memstack: storing messages: %w", err)
 	}
+	observe.FromContext(ctx).SavedAt(at)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack"
@@ -35,10 +36,11 @@ type Buffer struct {
 // rendered is the rendered history of one identity and the store Stat it
 // was rendered from.
 type rendered struct {
-	mu   sync.Mutex
-	stat store.Stat
-	sb   strings.Builder
-	seqs []int64 // the Seqs rendered, in order (for reports)
+	mu    sync.Mutex
+	stat  store.Stat
+	sb    strings.Builder
+	seqs  []int64     // the Seqs rendered, in order (for reports)
+	times []time.Time // the times of the messages rendered (for reports)
 }
 
 var (
@@ -117,7 +119,7 @@ func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity, rec 
 	if rec.Enabled() {
 		defer func() {
 			if err == nil {
-				recordSeqs(rec, r.seqs)
+				recordSeqs(rec, r.seqs, r.times)
 			}
 		}()
 	}
@@ -150,7 +152,7 @@ func (b *Buffer) renderedHistory(ctx context.Context, id memstack.Identity, rec 
 	}
 	r.sb = strings.Builder{}
 	r.stat = store.Stat{}
-	r.seqs = r.seqs[:0]
+	r.seqs, r.times = r.seqs[:0], r.times[:0]
 	if err := b.renderInto(r, recs); err != nil {
 		return "", err
 	}
@@ -163,7 +165,7 @@ func (b *Buffer) renderInto(r *rendered, recs []store.Record) error {
 	for _, rec := range recs {
 		line, err := adapter.RenderLine(rec.Message, b.cfg.humanPrefix, b.cfg.aiPrefix)
 		if err != nil {
-			r.sb, r.stat, r.seqs = strings.Builder{}, store.Stat{}, r.seqs[:0]
+			r.sb, r.stat, r.seqs, r.times = strings.Builder{}, store.Stat{}, r.seqs[:0], r.times[:0]
 			return err
 		}
 		if r.stat.Count > 0 {
@@ -173,6 +175,7 @@ func (b *Buffer) renderInto(r *rendered, recs []store.Record) error {
 		}
 		r.sb.WriteString(line)
 		r.seqs = append(r.seqs, rec.Seq)
+		r.times = append(r.times, rec.Time)
 		r.stat.Count++
 		r.stat.LastSeq = rec.Seq
 	}

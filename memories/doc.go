@@ -46,6 +46,24 @@
 // WithReturnMessages loads a []llms.ChatMessage instead, a fresh copy the
 // caller may change.
 //
+// Time: every message a memory saves is stored with the time of its save
+// (store.Record.Time): the time the caller gave with memstack.WithTime —
+// to import an existing history, or replay one, at the times its turns
+// were said — else now (Facts: its WithClock clock). The time travels in
+// the context like the identity, so a chain needs no change:
+//
+//	for _, turn := range history {
+//		ctx := memstack.WithTime(ctx, turn.At)
+//		err := mem.SaveContext(ctx, turn.Inputs, turn.Outputs)
+//		...
+//	}
+//
+// One save dates all its messages alike. Facts are valid from the time of
+// the messages they came from (Facts, Fact.Line); observe reports carry
+// each item's stored time (observe.Item.Time) and each save's
+// (observe.Report.At). Messages stored before memstack recorded times have
+// a zero time.
+//
 // Storage: each memory keeps its messages in a store.Store (WithStore); the
 // default is an in-memory store of its own.
 //

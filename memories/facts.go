@@ -71,9 +71,14 @@ type Fact struct {
 	Conversation string `json:"conversation,omitempty"`
 	// Rule names what found the fact (extract.Candidate.Rule).
 	Rule string `json:"rule,omitempty"`
-	// ValidFrom is when the fact was recorded (the memory's clock at
-	// extraction); ValidTo is when a newer value superseded it, zero while
-	// the fact is current.
+	// ValidFrom is when the fact became valid: the time of the messages
+	// it came from (store.Record.Time, the newest of its sources — the
+	// time the caller gave with memstack.WithTime, else when the Facts
+	// memory saved them, by its WithClock clock), or the clock at
+	// extraction for messages stored without a time. ValidTo is when a
+	// newer value superseded it — the ValidFrom of that value, never
+	// before this ValidFrom — and zero while the fact is current. Both
+	// keep the location of the time they come from (UTC for the clock's).
 	ValidFrom time.Time `json:"valid_from"`
 	ValidTo   time.Time `json:"valid_to,omitzero"`
 }
@@ -83,16 +88,19 @@ func (f Fact) Current() bool { return f.ValidTo.IsZero() }
 
 // Line renders the fact as a Facts memory shows it, as in
 // "- user name: Ana (since 2026-11-30)": "- ", the subject, the
-// attribute, ": ", the value and the UTC date it became valid. An attribute "category:topic" whose topic the value
-// already contains is shown as its category alone, so the line stays
-// short: "- user preference: loves hiking (since ...)" for the key "user
-// preference:hiking".
+// attribute, ": ", the value and the date it became valid, in ValidFrom's
+// own location: UTC for a fact dated by the clock, the caller's for one
+// whose messages were dated with memstack.WithTime, so a history replayed
+// at its turns' times shows the dates they were said. An attribute
+// "category:topic" whose topic the value already contains is shown as its
+// category alone, so the line stays short: "- user preference: loves
+// hiking (since ...)" for the key "user preference:hiking".
 func (f Fact) Line() string {
 	attr := f.Attribute
 	if i := strings.IndexByte(attr, ':'); i > 0 && strings.Contains(strings.ToLower(f.Value), attr[i+1:]) {
 		attr = attr[:i]
 	}
-	return "- " + f.Subject + " " + attr + ": " + f.Value + " (since " + f.ValidFrom.UTC().Format(time.DateOnly) + ")"
+	return "- " + f.Subject + " " + attr + ": " + f.Value + " (since " + f.ValidFrom.Format(time.DateOnly) + ")"
 }
 
 // FactsEvent describes one extraction attempt of a Facts memory (one turn
@@ -160,19 +168,37 @@ type FactsStats struct {
 // order returned; a key stated twice in one turn keeps its last value.
 // Each fact records the Seqs of the messages it came from (the candidate's
 // sources; all of the turn's messages when it names none) and the time it
-// became valid (the WithClock clock at extraction).
+// became valid: the time of those messages (the newest of them).
 //
 // What has been extracted is tracked by Seq, in the state: the extractor
 // reads the messages after the last one it covered, so in background mode
 // turns that piled up are extracted one by one, in order, and a message
 // stored with AddMessage is extracted when it is stored.
 //
+// # Time
+//
+// A message's time is the time of its save: the time the caller gave with
+// memstack.WithTime, else the WithClock clock (time.Now by default, in
+// UTC) when SaveContext or AddMessage stored it. A fact is valid from the
+// time of its messages, and a fact it supersedes ends at that time, so a
+// history imported or replayed turn by turn under memstack.WithTime dates
+// its facts when they were said, not when they were replayed:
+//
+//	ctx = memstack.WithTime(ctx, turn.At) // 2023-05-08
+//	facts.SaveContext(ctx, inputs, outputs)
+//	// loads "- user name: Ana (since 2023-05-08)"
+//
+// Messages stored without a time (before memstack recorded times, or in a
+// store.FromHistory store) date their facts with the clock at extraction.
+// Messages another memory saved to the same store carry that save's time.
+//
 // # Supersession
 //
 // A fact's key is its subject and attribute. A new value for a key ends the
-// current fact (its ValidTo is set) and starts a new one; the old fact is
-// kept, never deleted, and History returns it. Restating the current value
-// (same value up to case and spacing) changes nothing.
+// current fact (its ValidTo is set to the new value's ValidFrom) and starts
+// a new one; the old fact is kept, never deleted, and History returns it.
+// Restating the current value (same value up to case and spacing) changes
+// nothing.
 //
 // # Loading
 //
@@ -182,9 +208,9 @@ type FactsStats struct {
 // counted with WithTokenCounter's counter, cl100k by default, each line
 // plus its line break, the header too in messages mode): it stops at the
 // first fact that does not fit. It reports on the context's
-// observe.Recorder the facts shown (Injected, kind "fact", ID the key) and
-// those left out (Dropped, observe.ReasonBudget); superseded facts are not
-// items. A load never calls the extractor. Facts also implements
+// observe.Recorder the facts shown (Injected, kind "fact", ID the key,
+// Time its ValidFrom) and those left out (Dropped, observe.ReasonBudget);
+// superseded facts are not items. A load never calls the extractor. Facts also implements
 // combined.Itemizer, so a combined.Memory's token budget drops the oldest
 // facts first.
 //
@@ -321,9 +347,11 @@ func WithFactTokens(n int) Option {
 	}
 }
 
-// WithClock sets the clock a Facts memory dates facts with (default
-// time.Now); tests use it for reproducible ValidFrom and ValidTo. A nil
-// clock is an error.
+// WithClock sets the clock a Facts memory dates, in UTC, the messages it
+// saves without memstack.WithTime — and so the facts extracted from them —
+// and the facts from messages stored without a time (default time.Now);
+// tests use it for reproducible ValidFrom and ValidTo. A nil clock is an
+// error.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
 		if now == nil {
@@ -438,6 +466,7 @@ func (m *Facts) SaveContext(ctx context.Context, inputs, outputs map[string]any)
 	if err := m.open(); err != nil {
 		return err
 	}
+	ctx = m.dated(ctx)
 	if err := m.append(ctx, id, msgs...); err != nil {
 		return err
 	}
@@ -456,11 +485,21 @@ func (m *Facts) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if err := m.open(); err != nil {
 		return err
 	}
+	ctx = m.dated(ctx)
 	if err := m.append(ctx, id, msg); err != nil {
 		return err
 	}
 	m.after(ctx, id)
 	return nil
+}
+
+// dated returns ctx carrying the time a save dates its messages with: the
+// caller's memstack.WithTime, else the clock's now in UTC.
+func (m *Facts) dated(ctx context.Context) context.Context {
+	if _, ok := memstack.TimeFrom(ctx); ok {
+		return ctx
+	}
+	return memstack.WithTime(ctx, m.clock().UTC())
 }
 
 // LoadMemoryVariables returns the current facts of the identity in ctx
@@ -478,9 +517,10 @@ func (m *Facts) LoadMemoryVariables(ctx context.Context, _ map[string]any) (map[
 }
 
 // LoadItems implements combined.Itemizer: the facts LoadMemoryVariables
-// would show, one item per fact (kind "fact", ID the key), the oldest with
-// the lowest priority so that a budget drops it first. It records on the
-// context's Recorder only the facts its own caps left out.
+// would show, one item per fact (kind "fact", ID the key, Time its
+// ValidFrom), the oldest with the lowest priority so that a budget drops
+// it first. It records on the context's Recorder only the facts its own
+// caps left out.
 func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (combined.Items, error) {
 	shown, err := m.load(ctx, false)
 	if err != nil {
@@ -492,6 +532,7 @@ func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (combined.Items
 			Text:     s.line,
 			Kind:     "fact",
 			ID:       s.fact.Key,
+			Time:     s.fact.ValidFrom,
 			Priority: float64(len(shown) - i), // the oldest (last) lowest
 		}
 	}
@@ -689,13 +730,13 @@ func (m *Facts) load(ctx context.Context, injected bool) ([]shownFact, error) {
 		n := m.counter.CountTokens(line) + 1
 		if full || len(shown) == m.maxFacts || used+n > m.maxTokens {
 			full = true
-			rec.Dropped(observe.Item{Kind: "fact", ID: f.Key, Tokens: n, Reason: observe.ReasonBudget})
+			rec.Dropped(observe.Item{Kind: "fact", ID: f.Key, Tokens: n, Reason: observe.ReasonBudget, Time: f.ValidFrom})
 			continue
 		}
 		used += n
 		shown = append(shown, shownFact{fact: f, line: line})
 		if injected {
-			rec.Injected(observe.Item{Kind: "fact", ID: f.Key, Tokens: n})
+			rec.Injected(observe.Item{Kind: "fact", ID: f.Key, Tokens: n, Time: f.ValidFrom})
 		}
 	}
 	if injected && len(shown) > 0 {
@@ -1021,11 +1062,13 @@ func splitTurns(recs []store.Record) [][]store.Record {
 func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Record) bool {
 	var msgs []llms.ChatMessage
 	var seqs []int64
+	var times []time.Time
 	for _, r := range turn {
 		t := r.Message.GetType()
 		if (t == llms.ChatMessageTypeHuman || t == llms.ChatMessageTypeAI) && strings.TrimSpace(r.Message.GetContent()) != "" {
 			msgs = append(msgs, r.Message)
 			seqs = append(seqs, r.Seq)
+			times = append(times, r.Time)
 		}
 	}
 	through := turn[len(turn)-1].Seq
@@ -1052,7 +1095,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 		return err == nil
 	}
 	var facts []Fact
-	facts, ev.Dropped = m.choose(id, cands, seqs)
+	facts, ev.Dropped = m.choose(id, cands, seqs, times)
 	ev.Stored, ev.Superseded, err = m.commit(ctx, id, through, facts)
 	if err != nil {
 		m.failures.Add(1)
@@ -1088,9 +1131,10 @@ func (m *Facts) callExtractor(ctx context.Context, msgs []llms.ChatMessage) (can
 }
 
 // choose validates the candidates of one turn and turns at most
-// maxPerTurn of them into facts (without times), in order; it returns how
-// many it dropped.
-func (m *Facts) choose(id identity, cands []extract.Candidate, seqs []int64) ([]Fact, int) {
+// maxPerTurn of them into facts, in order, each valid from the time of its
+// sources (zero when none has a time: commit dates it); it returns how
+// many it dropped. times[i] is the time of the message seqs[i].
+func (m *Facts) choose(id identity, cands []extract.Candidate, seqs []int64, times []time.Time) ([]Fact, int) {
 	facts := make([]Fact, 0, min(len(cands), m.maxPerTurn))
 	at := make(map[string]int, len(cands))
 	dropped := 0
@@ -1115,7 +1159,7 @@ func (m *Facts) choose(id identity, cands []extract.Candidate, seqs []int64) ([]
 		}
 		slices.Sort(src)
 		f := Fact{Key: subject + " " + attr, Subject: subject, Attribute: attr, Value: value,
-			Sources: src, Conversation: id.Conversation, Rule: c.Rule}
+			Sources: src, Conversation: id.Conversation, Rule: c.Rule, ValidFrom: newestTime(src, seqs, times)}
 		if i, ok := at[f.Key]; ok {
 			facts[i] = f // restated in the same turn: the later value wins
 			dropped++
@@ -1129,6 +1173,18 @@ func (m *Facts) choose(id identity, cands []extract.Candidate, seqs []int64) ([]
 		facts = append(facts, f)
 	}
 	return facts, dropped
+}
+
+// newestTime returns the newest non-zero time of the messages in src
+// (times[i] is the time of seqs[i]), or the zero time if none has one.
+func newestTime(src, seqs []int64, times []time.Time) time.Time {
+	var at time.Time
+	for i, seq := range seqs {
+		if t := times[i]; !t.IsZero() && (at.IsZero() || t.After(at)) && slices.Contains(src, seq) {
+			at = t
+		}
+	}
+	return at
 }
 
 // commit records facts (possibly none) for id and marks its messages up to
@@ -1166,9 +1222,10 @@ func (m *Facts) commit(ctx context.Context, id identity, through int64, facts []
 	return 0, 0, fmt.Errorf("committing the facts of %s: %w: gave up after %d attempts", scope.Key(), store.ErrConflict, stateRetries)
 }
 
-// apply records facts in st at time now: a fact whose key has a current
-// fact with the same value (up to case) changes nothing; one with another
-// value ends the current fact and is appended.
+// apply records facts in st, dating those without a ValidFrom now: a fact
+// whose key has a current fact with the same value (up to case) changes
+// nothing; one with another value ends the current fact at its own
+// ValidFrom (at the earliest the current fact's) and is appended.
 func apply(st *factsState, facts []Fact, now time.Time) (stored, superseded int) {
 	current := make(map[string]int, len(st.Facts))
 	for i, f := range st.Facts {
@@ -1177,14 +1234,20 @@ func apply(st *factsState, facts []Fact, now time.Time) (stored, superseded int)
 		}
 	}
 	for _, f := range facts {
+		if f.ValidFrom.IsZero() {
+			f.ValidFrom = now
+		}
 		if i, ok := current[f.Key]; ok {
-			if strings.EqualFold(st.Facts[i].Value, f.Value) {
+			old := &st.Facts[i]
+			if strings.EqualFold(old.Value, f.Value) {
 				continue
 			}
-			st.Facts[i].ValidTo = now
+			old.ValidTo = f.ValidFrom
+			if old.ValidTo.Before(old.ValidFrom) {
+				old.ValidTo = old.ValidFrom // a turn replayed out of order
+			}
 			superseded++
 		}
-		f.ValidFrom = now
 		f.Sources = slices.Clone(f.Sources)
 		current[f.Key] = len(st.Facts)
 		st.Facts = append(st.Facts, f)

@@ -440,7 +440,11 @@ func TestFacts_ObserveSkipsSupersededFacts(t *testing.T) {
 	rec := observe.NewRecorder(observe.OpLoad, "facts", "")
 	_ = fcLoad(t, m, observe.WithRecorder(ctx, rec))
 	rep := rec.Finish(0, nil)
-	assert.Equal(t, []observe.Item{{Kind: "fact", ID: "user location", Tokens: rep.Injected[0].Tokens}}, rep.Injected)
+	cur, err := m.Current(ctx)
+	require.NoError(t, err)
+	require.Len(t, cur, 1)
+	assert.Equal(t, []observe.Item{{Kind: "fact", ID: "user location", Tokens: rep.Injected[0].Tokens, Time: cur[0].ValidFrom}}, rep.Injected)
+	assert.False(t, rep.Injected[0].Time.IsZero(), "a fact item carries the time it became valid")
 	assert.Greater(t, rep.Injected[0].Tokens, 5)
 	assert.Empty(t, rep.Dropped, "superseded facts are not items")
 }

@@ -17,9 +17,9 @@ import (
 // combined memory loads Buffer, RecentN, TokenWindow and Summary with
 // LoadItems, so that the budget can drop whole messages, never half of one
 // (a message may span several lines of the rendered history). Each item is
-// one message (Kind "message", ID its Seq; Text its rendered line or lines),
-// or a Summary's summary line (Kind "summary", ID the Seq of the newest
-// message it covers). An AI message that calls tools and the tool results
+// one message (Kind "message", ID its Seq, Time the time it was saved;
+// Text its rendered line or lines), or a Summary's summary line (Kind
+// "summary", ID the Seq of the newest message it covers, no Time). An AI message that calls tools and the tool results
 // that follow it share a Group. Drop order (Priority): windows drop their
 // oldest messages first and system messages last; Summary its oldest raw
 // messages, then the summary, then system messages. Rendering every item
@@ -55,7 +55,7 @@ func (b *base) messageEntries(recs []store.Record) ([]entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		it := combined.Item{Text: line, Kind: kindMessage, ID: seqID(r.Seq), Priority: prioMessage, Group: starts[i] + 1}
+		it := combined.Item{Text: line, Kind: kindMessage, ID: seqID(r.Seq), Time: r.Time, Priority: prioMessage, Group: starts[i] + 1}
 		if r.Message.GetType() == llms.ChatMessageTypeSystem {
 			it.Priority = prioSystem
 		}

@@ -3,6 +3,7 @@ package memories
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/observe"
@@ -14,11 +15,14 @@ import (
 // combined.WithObserver or observe.Wrap. With no Recorder, FromContext
 // returns nil and each memory skips recording after one nil check, so
 // recording costs nothing when it is off. Items are messages (Kind
-// "message", ID the Seq) or a Summary's summary (Kind "summary", ID the Seq
-// of the newest message it covers); windows report the messages before the
-// window as dropped with observe.ReasonWindow; TokenWindow reports tokens;
-// Summary reports one LLM call per summarizer call (none for the offline
-// summarizer.Extractive).
+// "message", ID the Seq, Time the time the message was saved:
+// store.Record.Time) or a Summary's summary (Kind "summary", ID the Seq
+// of the newest message it covers, no Time); windows report the messages
+// before the window as dropped with observe.ReasonWindow; TokenWindow
+// reports tokens; Summary reports one LLM call per summarizer call (none
+// for the offline summarizer.Extractive). Every save that stores messages
+// notes the time it dated them with (observe.Report.At: the caller's
+// memstack.WithTime, else now).
 
 // ResolveIdentity returns the identity a call with ctx works on: the
 // identity in ctx, else the memory's default identity, or
@@ -60,7 +64,7 @@ func recordMessages(rec *observe.Recorder, cost func(store.Record) int, recs ...
 	total := 0
 	for _, rs := range recs {
 		for _, r := range rs {
-			it := observe.Item{Kind: kindMessage, ID: seqID(r.Seq)}
+			it := observe.Item{Kind: kindMessage, ID: seqID(r.Seq), Time: r.Time}
 			if cost != nil {
 				it.Tokens = cost(r)
 				total += it.Tokens
@@ -82,7 +86,7 @@ func recordOutside(rec *observe.Recorder, cost func(store.Record) int, outside [
 	}
 	items := make([]observe.Item, len(outside))
 	for i, r := range outside {
-		items[i] = observe.Item{Kind: kindMessage, ID: seqID(r.Seq), Reason: observe.ReasonWindow}
+		items[i] = observe.Item{Kind: kindMessage, ID: seqID(r.Seq), Reason: observe.ReasonWindow, Time: r.Time}
 		if cost != nil {
 			items[i].Tokens = cost(r)
 		}
@@ -90,11 +94,12 @@ func recordOutside(rec *observe.Recorder, cost func(store.Record) int, outside [
 	rec.Dropped(items...)
 }
 
-// recordSeqs notes the messages with the given Seqs as injected.
-func recordSeqs(rec *observe.Recorder, seqs []int64) {
+// recordSeqs notes the messages with the given Seqs, stored at the given
+// times (times[i] is seqs[i]'s), as injected.
+func recordSeqs(rec *observe.Recorder, seqs []int64, times []time.Time) {
 	items := make([]observe.Item, len(seqs))
 	for i, seq := range seqs {
-		items[i] = observe.Item{Kind: kindMessage, ID: seqID(seq)}
+		items[i] = observe.Item{Kind: kindMessage, ID: seqID(seq), Time: times[i]}
 	}
 	rec.Injected(items...)
 }

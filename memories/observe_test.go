@@ -138,7 +138,11 @@ func TestObserve_WindowsRecordTheWindowAndWhatIsOutside(t *testing.T) {
 	assert.Equal(t, budget, rep.Tokens)
 	assert.Equal(t, line("Human: c"), rep.Injected[0].Tokens)
 	require.Len(t, rep.Dropped, 2)
-	assert.Equal(t, observe.Item{Kind: "message", ID: seqIDs(t, twStore, 0)[0], Tokens: line("Human: a"), Reason: observe.ReasonWindow}, rep.Dropped[0])
+	twAll, err := twStore.All(ctx, memstack.Identity{})
+	require.NoError(t, err)
+	assert.Equal(t, observe.Item{Kind: "message", ID: seqIDs(t, twStore, 0)[0], Tokens: line("Human: a"), Reason: observe.ReasonWindow,
+		Time: twAll[0].Time}, rep.Dropped[0])
+	assert.False(t, rep.Dropped[0].Time.IsZero(), "a dropped message carries its stored time")
 
 	// LoadItems reports the outside too (the combined budget reports the rest).
 	rec := observe.StartRecorder(observe.OpLoad, "tw", "")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
@@ -13,6 +14,8 @@ import (
 
 // Wrap observes a single memory; Slog writes one log record per call, with
 // counts and the identity's hash — never message text or who the user is.
+// A save also logs the time its messages were dated with ("at"): here the
+// turns' own times, as when a history is replayed with memstack.WithTime.
 func ExampleSlog() {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -30,8 +33,10 @@ func ExampleSlog() {
 	mem := observe.Wrap(recent, "recent", observe.Slog(logger, slog.LevelInfo))
 
 	ctx := memstack.WithIdentity(context.Background(), memstack.Identity{User: "alice"})
-	for _, q := range []string{"My card number is 4111 1111 1111 1111", "What is my balance?"} {
-		if err := mem.SaveContext(ctx, map[string]any{"input": q}, map[string]any{"output": "..."}); err != nil {
+	said := time.Date(2023, 5, 8, 10, 0, 0, 0, time.UTC)
+	for i, q := range []string{"My card number is 4111 1111 1111 1111", "What is my balance?"} {
+		turn := memstack.WithTime(ctx, said.Add(time.Duration(i)*time.Minute))
+		if err := mem.SaveContext(turn, map[string]any{"input": q}, map[string]any{"output": "..."}); err != nil {
 			fmt.Println(err)
 			return
 		}
@@ -40,8 +45,8 @@ func ExampleSlog() {
 		fmt.Println(err)
 	}
 	// Output:
-	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0}
-	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0}
+	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0,"at":"2023-05-08T10:00:00Z"}
+	// {"level":"INFO","msg":"memstack.save","op":"save","layer":"recent","identity_hash":"5679129bd3976b8b","injected":0,"dropped":0,"tokens":0,"llm_calls":0,"embedding_calls":0,"at":"2023-05-08T10:01:00Z"}
 	// {"level":"INFO","msg":"memstack.load","op":"load","layer":"recent","identity_hash":"5679129bd3976b8b","injected":2,"dropped":2,"tokens":0,"llm_calls":0,"embedding_calls":0,"dropped_by":{"outside_window":2}}
 }
 

@@ -8,9 +8,10 @@
 //
 //   - Layers record. During a call, a layer takes the Recorder from its
 //     context (FromContext) and notes what it does: Injected, Dropped,
-//     LLMCall, EmbeddingCall, Tokens. With no observer configured the
-//     context carries no Recorder, FromContext returns nil, and every method
-//     of a nil *Recorder is a no-op — recording costs nothing when it is off.
+//     LLMCall, EmbeddingCall, Tokens, and for a save SavedAt. With no
+//     observer configured the context carries no Recorder, FromContext
+//     returns nil, and every method of a nil *Recorder is a no-op —
+//     recording costs nothing when it is off.
 //   - Observers emit. Whoever calls the layer (combined.Memory with
 //     combined.WithObserver, or Wrap around a single memory) puts a fresh
 //     Recorder in the context (StartRecorder, naming the identity with
@@ -20,6 +21,9 @@
 //
 // Reports never contain message text or user identities: items are named by
 // an ID (a Seq, a fact key) and the identity by memstack.Identity.Hash.
+// They do carry times: when each item was stored (Item.Time) and, for a
+// save, the time its messages were dated with (Report.At) — the time a
+// caller gave with memstack.WithTime when it replays a history.
 package observe
 
 import (
@@ -62,6 +66,11 @@ type Item struct {
 	// Reason says why a dropped item was dropped (see the Reason
 	// constants); empty for injected items.
 	Reason string
+	// Time is the stored time of what the item stands for: the time a
+	// message was saved (store.Record.Time), an exchange's, or the time a
+	// fact became valid. It is zero when the layer does not know it (a
+	// summary; messages stored before memstack recorded times).
+	Time time.Time
 }
 
 // Report is what one layer did in one call.
@@ -89,6 +98,14 @@ type Report struct {
 	// NewRecorder (sinks then take the end as now and the start as
 	// Duration before it).
 	Start time.Time
+	// At is, for a save (OpSave, OpAdd) that stored messages, the time
+	// they were dated with: the time the caller gave with
+	// memstack.WithTime, else the clock when they were saved (see
+	// store.AppendTime), even for a store that keeps no times
+	// (store.FromHistory). It is zero for other operations and for a save
+	// that stored nothing. A replayed history reports the times of its
+	// turns here, while Start stays the time the call ran.
+	At time.Time
 }
 
 // Recorder collects one call's Report. All methods are safe for concurrent
@@ -174,6 +191,17 @@ func (r *Recorder) EmbeddingCall(n int) {
 	}
 	r.mu.Lock()
 	r.r.EmbeddingCalls += n
+	r.mu.Unlock()
+}
+
+// SavedAt notes the time the messages a save stored were dated with
+// (Report.At).
+func (r *Recorder) SavedAt(t time.Time) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.r.At = t
 	r.mu.Unlock()
 }
 

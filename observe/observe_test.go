@@ -35,6 +35,7 @@ func TestNilRecorderIsANoOpAndAllocatesNothing(t *testing.T) {
 		rec.Tokens(3)
 		rec.LLMCall(1)
 		rec.EmbeddingCall(1)
+		rec.SavedAt(time.Time{})
 	})
 	assert.Zero(t, allocs, "recording with no observer must not allocate")
 }
@@ -84,6 +85,20 @@ func TestRecorderCollectsAReport(t *testing.T) {
 	assert.True(t, rep.Start.IsZero())
 	assert.Equal(t, 3*time.Second, rep.Duration)
 	assert.Zero(t, observe.NewRecorder(observe.OpSave, "x", "").FinishNow(nil).Duration)
+	assert.True(t, rep.At.IsZero(), "no save time unless a layer notes one")
+}
+
+func TestRecorderNotesTheSaveTime(t *testing.T) {
+	at := time.Date(2023, 5, 8, 10, 30, 0, 0, time.FixedZone("", 2*3600))
+	r := observe.StartRecorder(observe.OpSave, "recent", "abc")
+	observe.FromContext(observe.WithRecorder(context.Background(), r)).SavedAt(at)
+	rep := r.FinishNow(nil)
+	assert.Equal(t, at, rep.At)
+	assert.NotEqual(t, rep.Start, rep.At, "Start is when the call ran, At when its messages are dated")
+
+	var nilRec *observe.Recorder
+	nilRec.SavedAt(at) // a no-op
+	assert.Equal(t, observe.Report{}, nilRec.FinishNow(nil))
 }
 
 func TestCountReasons(t *testing.T) {

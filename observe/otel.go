@@ -42,9 +42,11 @@ const maxSpanEvents = 32
 // when the call has finished, so it cannot be the parent of spans made
 // inside the call). Attributes: memstack.op, memstack.layer,
 // memstack.identity_hash, memstack.injected and memstack.dropped (item
-// counts), memstack.tokens, memstack.llm_calls, memstack.embedding_calls;
-// one "dropped" event per dropped item (at most 32) with its kind, id,
-// reason and score; status Error with the error's text when the call failed.
+// counts), memstack.tokens, memstack.llm_calls, memstack.embedding_calls,
+// and memstack.at (Report.At in RFC 3339 with nanoseconds, when set); one
+// "dropped" event per dropped item (at most 32) with its kind, id, reason,
+// score, tokens and, when known, time (memstack.item.time, RFC 3339);
+// status Error with the error's text when the call failed.
 //
 // Metrics (attributes op and layer; reason too on MetricDropped):
 // MetricDuration, a histogram of call durations in seconds, and the
@@ -150,6 +152,9 @@ func (s *otelSink) span(ctx context.Context, r Report, start, end time.Time) {
 		span.End(trace.WithTimestamp(end))
 		return
 	}
+	if !r.At.IsZero() {
+		span.SetAttributes(attribute.String("memstack.at", r.At.Format(time.RFC3339Nano)))
+	}
 	dropped := r.Dropped
 	if len(dropped) > maxSpanEvents {
 		dropped = append([]Item(nil), dropped...)
@@ -158,13 +163,17 @@ func (s *otelSink) span(ctx context.Context, r Report, start, end time.Time) {
 		dropped = dropped[:maxSpanEvents]
 	}
 	for _, it := range dropped {
-		span.AddEvent("dropped", trace.WithTimestamp(end), trace.WithAttributes(
+		attrs := []attribute.KeyValue{
 			attribute.String("memstack.item.kind", it.Kind),
 			attribute.String("memstack.item.id", it.ID),
 			attribute.String("memstack.item.reason", it.Reason),
 			attribute.Float64("memstack.item.score", it.Score),
 			attribute.Int("memstack.item.tokens", it.Tokens),
-		))
+		}
+		if !it.Time.IsZero() {
+			attrs = append(attrs, attribute.String("memstack.item.time", it.Time.Format(time.RFC3339Nano)))
+		}
+		span.AddEvent("dropped", trace.WithTimestamp(end), trace.WithAttributes(attrs...))
 	}
 	if r.Err != nil {
 		span.SetStatus(codes.Error, r.Err.Error())

@@ -129,6 +129,32 @@ func TestOTelSpanFromAReport(t *testing.T) {
 	assert.NotContains(t, m, observe.MetricErrors, "no call failed")
 }
 
+func TestOTelSpanCarriesTimes(t *testing.T) {
+	h := newOTel(t)
+	at := time.Date(2023, 5, 8, 12, 30, 0, 5, time.FixedZone("", 2*3600))
+	said := time.Date(2023, 5, 1, 9, 0, 0, 0, time.UTC)
+	h.sink.Observe(context.Background(), observe.Report{
+		Op: observe.OpSave, Layer: "recent", At: at, Duration: time.Millisecond,
+		Dropped: []observe.Item{
+			{Kind: "message", ID: "3", Reason: observe.ReasonWindow, Time: said},
+			{Kind: "summary", ID: "2", Reason: observe.ReasonBudget},
+		},
+	})
+	spans := h.spans.Ended()
+	require.Len(t, spans, 1)
+	got := attrs(spans[0].Attributes())
+	assert.Equal(t, "2023-05-08T12:30:00.000000005+02:00", got["memstack.at"])
+	require.Len(t, spans[0].Events(), 2)
+	assert.Equal(t, "2023-05-01T09:00:00Z", attrs(spans[0].Events()[0].Attributes)["memstack.item.time"])
+	assert.NotContains(t, attrs(spans[0].Events()[1].Attributes), "memstack.item.time", "no time, no attribute")
+
+	// A report without a time has no memstack.at.
+	h.sink.Observe(context.Background(), observe.Report{Op: observe.OpLoad, Layer: "recent"})
+	spans = h.spans.Ended()
+	require.Len(t, spans, 2)
+	assert.NotContains(t, attrs(spans[1].Attributes()), "memstack.at")
+}
+
 func TestOTelErrorStatusAndErrorCounter(t *testing.T) {
 	h := newOTel(t)
 	h.sink.Observe(context.Background(), observe.Report{Op: observe.OpSave, Layer: "facts", Err: errors.New("extractor timed out"), Duration: time.Second})

@@ -12,9 +12,10 @@ import (
 //
 // The record's message is "memstack.<op>" and its attributes are op, layer,
 // identity_hash, injected and dropped (item counts), tokens, duration,
-// llm_calls, embedding_calls, dropped_by (a group counting the dropped items
-// per reason, present when any were dropped) and error (present when the
-// call failed). A record never carries message text or the identity itself
+// llm_calls, embedding_calls, at (Report.At, present when set: the time a
+// save's messages were dated with), dropped_by (a group counting the
+// dropped items per reason, present when any were dropped) and error
+// (present when the call failed). A record never carries message text or the identity itself
 // — except as far as an error's text does: memstack's errors never include
 // message text, but a few name the identity's storage key.
 // Nothing is built when the logger is not enabled for the level.
@@ -41,7 +42,7 @@ func (s slogSink) Observe(ctx context.Context, r Report) {
 	if !s.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("op", r.Op),
 		slog.String("layer", r.Layer),
@@ -53,6 +54,9 @@ func (s slogSink) Observe(ctx context.Context, r Report) {
 		slog.Int("llm_calls", r.LLMCalls),
 		slog.Int("embedding_calls", r.EmbeddingCalls),
 	)
+	if !r.At.IsZero() {
+		attrs = append(attrs, slog.Time("at", r.At))
+	}
 	if len(r.Dropped) > 0 {
 		reasons := CountReasons(r.Dropped)
 		names := make([]string, 0, len(reasons))

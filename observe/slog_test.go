@@ -74,6 +74,24 @@ func TestSlogOneRecordPerReportWithoutMessageText(t *testing.T) {
 	assert.NotContains(t, recs[0], "dropped_by")
 }
 
+func TestSlogSaveLogsItsTime(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	b := memories.NewBuffer()
+	mem := observe.Wrap(b, "buf", observe.Slog(logger, slog.LevelInfo))
+	at := time.Date(2023, 5, 8, 12, 30, 0, 0, time.FixedZone("", 2*3600))
+	ctx := memstack.WithTime(context.Background(), at)
+	require.NoError(t, mem.SaveContext(ctx, map[string]any{"input": "hi"}, map[string]any{"output": "hello"}))
+	_, err := mem.LoadMemoryVariables(ctx, nil)
+	require.NoError(t, err)
+	recs := jsonLines(t, &buf)
+	require.Len(t, recs, 2)
+	assert.Equal(t, "save", recs[0]["op"])
+	assert.Equal(t, "2023-05-08T12:30:00+02:00", recs[0]["at"], "a save logs the time its messages were dated with")
+	assert.Equal(t, "load", recs[1]["op"])
+	assert.NotContains(t, recs[1], "at", "a load has no save time")
+}
+
 func TestSlogErrorsLogAtErrorLevel(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
