@@ -641,6 +641,7 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined
 			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
 			Score:    sel.scores[i],
 			Priority: sel.priority[i],
+			Time:     sel.exs[i].at,
 		}
 	}
 	if rec := observe.FromContext(ctx); rec.Enabled() {
@@ -759,7 +760,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		if _, dup := scores[i]; dup {
 			continue
 		}
-		item := observe.Item{Kind: "exchange", ID: strconv.FormatInt(h.Seq, 10), Score: h.Score}
+		item := observe.Item{Kind: "exchange", ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
 		switch {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
@@ -1235,7 +1236,7 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 	items := make([]observe.Item, len(order))
 	total := 0
 	for n, i := range order {
-		items[n] = observe.Item{Kind: "exchange", ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i]}
+		items[n] = observe.Item{Kind: "exchange", ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at}
 		if m.counter != nil {
 			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
 				items[n].Tokens = m.counter.CountTokens(s)

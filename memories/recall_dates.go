@@ -54,15 +54,15 @@ const monthPattern = `(january|february|march|april|may|june|july|august|septemb
 // "8th of May, 2023"), "May 8, 2023" (also "May 8th 2023"), "2023-05-08",
 // and a month alone, "May 2023" (also "May, 2023").
 var (
-	reDayMonthYear = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?` + monthPattern + `,?\s+(\d{4})\b`)
-	reMonthDayYear = regexp.MustCompile(`(?i)\b` + monthPattern + `\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b`)
+	reDayMonthYear = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?` + monthPattern + `,?\s*(\d{4})\b`)
+	reMonthDayYear = regexp.MustCompile(`(?i)\b` + monthPattern + `\s+(\d{1,2})(?:st|nd|rd|th)?(?:,\s*|\s+)(\d{4})\b`)
 	reISODate      = regexp.MustCompile(`\b(\d{4})-(\d{2})-(\d{2})\b`)
 	reMonthYear    = regexp.MustCompile(`(?i)\b` + monthPattern + `,?\s+(\d{4})\b`)
 )
 
 // parseQueryDate finds the first date q names (see the patterns above) and
 // returns it with q less the date's text. A day that does not exist
-// ("31 June 2023") is no date.
+// ("31 June 2023") is read as its month.
 func parseQueryDate(q string) (queryDate, string, bool) {
 	try := func(re *regexp.Regexp, year, month, day int) (queryDate, string, bool) {
 		m := re.FindStringSubmatchIndex(q)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
@@ -19,10 +20,14 @@ var exampleTurns = [][2]string{
 	{"Which logo colour?", "Blue."},
 }
 
+// exampleSave saves exampleTurns into mems, a day apart from 8 May 2023
+// on (memstack.WithTime dates each turn, as an import would).
 func exampleSave(ctx context.Context, mems ...schema.Memory) {
-	for _, t := range exampleTurns {
+	day := time.Date(2023, time.May, 8, 10, 0, 0, 0, time.UTC)
+	for i, t := range exampleTurns {
+		at := memstack.WithTime(ctx, day.AddDate(0, 0, i))
 		for _, m := range mems {
-			_ = m.SaveContext(ctx, map[string]any{"input": t[0]}, map[string]any{"output": t[1]})
+			_ = m.SaveContext(at, map[string]any{"input": t[0]}, map[string]any{"output": t[1]})
 		}
 	}
 }
@@ -36,8 +41,23 @@ func ExampleNewRecall() {
 	vars, _ := mem.LoadMemoryVariables(ctx, map[string]any{"input": "What did we settle on for the database?"})
 	fmt.Println(vars["relevant_history"])
 	// Output:
+	// [8 May 2023]
 	// Human: Which database should we use?
 	// AI: We settled on PostgreSQL.
+}
+
+// A question that names a date finds what was said that day, even with no
+// word in common.
+func ExampleRecall_datedQuestion() {
+	ctx := context.Background()
+	mem, _ := memories.NewRecall(memories.WithK(1))
+	exampleSave(ctx, mem)
+	vars, _ := mem.LoadMemoryVariables(ctx, map[string]any{"input": "What came up on 10 May 2023?"})
+	fmt.Println(vars["relevant_history"])
+	// Output:
+	// [10 May 2023]
+	// Human: Where is the offsite?
+	// AI: Lisbon, in June.
 }
 
 func ExampleWithExcludeRecent() {
@@ -57,10 +77,13 @@ func ExampleWithExcludeRecent() {
 	// Human: Which logo colour?
 	// AI: Blue.
 	// recalled:
+	// [8 May 2023]
 	// Human: Which database should we use?
 	// AI: We settled on PostgreSQL.
+	// [9 May 2023]
 	// Human: What is the budget?
 	// AI: The budget is 40k euros.
+	// [10 May 2023]
 	// Human: Where is the offsite?
 	// AI: Lisbon, in June.
 }
@@ -111,6 +134,7 @@ func ExampleWithVector() {
 	vars, _ = mem.LoadMemoryVariables(ctx, map[string]any{"input": "Any holidays planned?"})
 	fmt.Printf("%q\n", vars["relevant_history"])
 	// Output:
+	// [9 May 2023]
 	// Human: What is the budget?
 	// AI: The budget is 40k euros.
 	// ""

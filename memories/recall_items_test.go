@@ -19,7 +19,7 @@ import (
 func TestRecall_TrimmedByBudgetLeastRelevantFirst(t *testing.T) {
 	ctx := context.Background()
 	words := tokens.CounterFunc(func(s string) int { return len(strings.Fields(s)) })
-	recall, err := memories.NewRecall(memories.WithK(3), memories.WithContextWeight(0))
+	recall, err := memories.NewRecall(memories.WithK(3), memories.WithContextWeight(0), memories.WithRecallDates(false))
 	require.NoError(t, err)
 	turns := [][2]string{
 		{"The budget for the offsite is 4,200 euros.", "Noted, budget 4,200 euros."},

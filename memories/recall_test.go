@@ -180,10 +180,12 @@ func rcExchange(i int) string {
 
 // rcNew builds a Recall that indexes each exchange alone
 // (WithContextWeight(0)), so the hand-computed BM25 scores of the tests
-// below hold; options may override it.
+// below hold, and shows no dates (WithRecallDates(false)), so their
+// expected renderings are the exchanges alone; options may override both
+// (recall_dates_test.go tests dates).
 func rcNew(t testing.TB, opts ...memories.Option) *memories.Recall {
 	t.Helper()
-	m, err := memories.NewRecall(append([]memories.Option{memories.WithContextWeight(0)}, opts...)...)
+	m, err := memories.NewRecall(append([]memories.Option{memories.WithContextWeight(0), memories.WithRecallDates(false)}, opts...)...)
 	require.NoError(t, err)
 	return m
 }

@@ -208,7 +208,9 @@ func run(ctx context.Context, w io.Writer) error {
 	for i, turn := range week1 {
 		clk.set(start.Add(time.Duration(i) * 3 * time.Minute))
 		llm.script(turn[1])
-		out, err := chains.Predict(ctx1, chain, map[string]any{"input": turn[0]})
+		// The turn happened at the example's time: memstack.WithTime dates
+		// the messages the memory saves (a live chat leaves it out: now).
+		out, err := chains.Predict(memstack.WithTime(ctx1, clk.now()), chain, map[string]any{"input": turn[0]})
 		if err != nil {
 			return fmt.Errorf("week 1, turn %d: %w", i+1, err)
 		}

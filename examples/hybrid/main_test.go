@@ -71,7 +71,7 @@ func TestRun(t *testing.T) {
 	prompt := section(t, out, "The prompt the model saw:\n-----\n", "\n-----\n")
 	assert.Contains(t, prompt, "Known facts about the user:\n")
 	assert.Contains(t, prompt, "- we decision: the blue plan (since 2026-03-02)\n")
-	assert.Contains(t, prompt, "Earlier exchanges that may be relevant:\nHuman: Okay, we settled on the blue plan, starting in March.\n")
+	assert.Contains(t, prompt, "Earlier exchanges that may be relevant:\n[2 March 2026]\nHuman: Okay, we settled on the blue plan, starting in March.\n")
 	assert.Contains(t, prompt, "Recent conversation:\nHuman: What do we need to migrate?\n"+
 		"AI: The patient list, the appointment slots and the staff calendars.\n"+
 		"Human: Thanks, that's all for today.\nAI: You're welcome, Ana. Talk soon!\n\nHuman: What did we settle on?\nAI:")
