@@ -31,33 +31,33 @@ const (
 	// RecallMemoryKey is the variable a Recall loads unless WithMemoryKey
 	// says otherwise.
 	RecallMemoryKey = "relevant_history"
-	// DefaultRecallK is how many exchanges a Recall returns at most,
+	// DefaultRecallK is how many units a Recall returns at most,
 	// unless WithK says otherwise.
 	DefaultRecallK = 3
-	// DefaultRecallBudgetK is how many exchanges a Recall offers a token
+	// DefaultRecallBudgetK is how many units a Recall offers a token
 	// budget (combined.WithTokenBudget) at most, unless WithK says
 	// otherwise: the budget keeps the most relevant of them that fit.
 	DefaultRecallBudgetK = 32
-	// DefaultRecallContextWeight is the weight the words of the
-	// neighbouring exchanges count with when an exchange is indexed,
-	// unless WithContextWeight says otherwise.
-	DefaultRecallContextWeight = 0.4
+	// DefaultRecallContextWeight is the weight the words of the units
+	// next to a unit count with when it is indexed (half of it for the
+	// units two away), unless WithContextWeight says otherwise.
+	DefaultRecallContextWeight = 0.5
 	// DefaultRecallNeighbourShare is the share of a hit's score that each
-	// of its two neighbouring exchanges is offered to a token budget with,
+	// of its two neighbouring units is offered to a token budget with,
 	// unless WithNeighbourShare says otherwise: a neighbour competes for
 	// the budget's room with the other hits (see Recall, "Under a token
 	// budget").
 	DefaultRecallNeighbourShare = 0.8
-	// RecallSeparator separates runs of exchanges in a Recall's string
+	// RecallSeparator separates runs of units in a Recall's string
 	// mode: a blank line.
 	RecallSeparator = "\n\n"
 	// RecallDateLayout is the time layout of the date a Recall shows
-	// before each run of exchanges in string mode, in brackets:
+	// before each run of units in string mode, in brackets:
 	// "[8 May 2023]".
 	RecallDateLayout = "2 January 2006"
 	// RecallStateName is the name of the store state (store.States) in
 	// which a Recall with a durable index (a vector index) keeps, per
-	// identity, the Seq through which exchanges are in the vector store
+	// identity, the Seq through which units are in the vector store
 	// and the vector spaces they were embedded in.
 	RecallStateName = "recall"
 	// RecallChromemCollection is the chromem-go collection WithVector and
@@ -76,10 +76,10 @@ const (
 type RecallEvent struct {
 	// IdentityHash is memstack.Identity.Hash of the conversation.
 	IdentityHash string
-	// Op is RecallOpIndex (exchanges added to the index, on a save or on
+	// Op is RecallOpIndex (units added to the index, on a save or on
 	// the first use of an identity) or RecallOpSearch (a load's query).
 	Op string
-	// Exchanges is the number of exchanges indexed, or of hits returned.
+	// Exchanges is the number of units indexed, or of hits returned.
 	Exchanges int
 	// Duration is how long the index took.
 	Duration time.Duration
@@ -92,24 +92,33 @@ type RecallEvent struct {
 	Err error
 }
 
-// Recall shows the past exchanges of a conversation that matter for the
-// current question: it indexes every saved exchange and, on each load,
-// searches them with the current input and returns the best few.
+// Recall shows the past turns of a conversation that matter for the
+// current question: it indexes every saved turn and, on each load,
+// searches them with the current input and returns the best few — under a
+// token budget, as many as fit.
 //
-// # Exchanges
+// # Turns and exchanges
 //
-// An exchange is a human message and every message after it up to the next
-// human message (the AI answer, tool calls and results); messages before
-// the first human message form an exchange of their own. System messages
-// belong to no exchange and are never shown. An exchange is named by the Seq
-// of its first message (store.Record.Seq) and indexed as the contents of
-// its messages, one per line.
+// A Recall works in units. By default (RecallTurns) a unit is a turn: a
+// human message, or an AI message together with the tool and function
+// results that follow it (so a tool call is never shown without its
+// results, nor a result without its call). With
+// WithRecallUnit(RecallExchanges) a unit is an exchange: a human message
+// and every message after it up to the next human message (the AI answer,
+// tool calls and results). Messages before the first unit's opening
+// message form a unit of their own. System messages belong to no unit and
+// are never shown. A unit is named by the Seq of its first message
+// (store.Record.Seq) and indexed as the contents of its messages, one per
+// line. Turns are the default because a turn costs half an exchange's
+// tokens, so a budget holds twice as many of them, and on real
+// conversations that finds more (docs/recall/results.md). Below,
+// "exchange" in option names stands for either unit.
 //
 // # Indexing
 //
 // Messages are kept in the store (WithStore) like every memory's; the index
 // is derived from them. SaveContext and AddMessage store the message(s),
-// then add the new or grown exchanges to the index. The first time a Recall
+// then add the new or grown units to the index. The first time a Recall
 // meets an identity (after a restart, or after evicting it from its cache,
 // WithCacheSize), it rebuilds the identity's index from store.Messages.All;
 // after that it indexes incrementally, reading only the newest messages. A
@@ -117,14 +126,17 @@ type RecallEvent struct {
 // (another process's turns, a save whose indexing failed), so every stored
 // exchange is searchable.
 //
-// Each exchange is indexed with the words of the exchange just before it
-// as its context (retrieval.Doc.Context), counted with a lower weight
-// (WithContextWeight, default DefaultRecallContextWeight = 0.4): in a real
-// conversation the turn that holds an answer often shares no word with
-// the question, while the turn that led to it does. (Only the exchange
-// before: indexing the one after as well finds no more on real
-// conversations — see docs/recall/results.md — and would index every
-// exchange twice.)
+// Each unit is indexed with the words of the units next to it as its
+// context (retrieval.Doc.Context): those of the units just before and
+// after it count with a lower weight (WithContextWeight, default
+// DefaultRecallContextWeight = 0.5), those two away with half of it. In a
+// real conversation the turn that holds an answer often shares no word
+// with the question, while the turns around it do. A saved turn's words
+// are added to the context of the two turns before it without indexing
+// them again (retrieval.ContextAdder: BM25, and the lexical part of a
+// hybrid; a vector index embeds each unit's own text only), so a save
+// costs what indexing the new unit costs, and the index built turn by turn
+// is the one a restart rebuilds.
 //
 // The default index is retrieval.BM25, lexical and in process memory: no
 // model, rebuilt after a restart. Its terms are stemmed with the English
@@ -148,26 +160,30 @@ type RecallEvent struct {
 // returns nothing, with no error and no index call. An inputs map from
 // which no entry can be chosen is an error, as it is for SaveContext.
 //
-// The index returns candidates best first. Exchanges that a recent window
+// The index returns candidates best first. Units that a recent window
 // already shows (WithExcludeRecent) are dropped first, then those scoring
 // below the threshold (WithThreshold; by default none: every candidate the
-// index returns passes — for BM25 that is every exchange sharing a term
-// with the query), then all but the best k (WithK, default 3). Each kept
-// exchange brings its n neighbouring exchanges on either side
-// (WithNeighbours) unless a recent window shows them.
+// index returns passes — for BM25 that is every unit sharing a term with
+// the query or its context), then all but the best k (WithK, default 3).
+// Each kept unit brings its n neighbouring units on either side
+// (WithNeighbours) unless a recent window shows them; without
+// WithNeighbours, in turn units, each kept turn brings its partner — the
+// AI turn answering a human turn, the turn an AI turn answers — so a
+// question is shown with its answer.
 //
 // The result is in conversation order. In string mode, runs of consecutive
-// exchanges are rendered like llms.GetBufferString (with the configured
-// prefixes) and runs are separated by RecallSeparator, a blank line. Each
-// run starts with the date its first exchange was saved on, in brackets
+// units are rendered like llms.GetBufferString (with the configured
+// prefixes) and runs are separated by RecallSeparator, a blank line. A run
+// starts with the date its first unit was saved on, in brackets
 // ("[8 May 2023]", RecallDateLayout, in the location of the stored time),
-// and a run that crosses into another day shows the new date before the
-// first exchange of that day, so a question about when something happened
-// can be answered; the date is store.Record.Time, which a caller sets for
-// imported or replayed turns with memstack.WithTime. Exchanges stored
-// without a time (by an older memstack, or in a langchaingo history) show
-// no date; WithRecallDates(false) shows none at all. In messages mode the
-// messages of the chosen exchanges are returned, in order, as a fresh
+// unless the run before it ended on that day, and a run that crosses into
+// another day shows the new date before the first unit of that day, so a
+// question about when something happened can be answered; the date is
+// store.Record.Time, which a caller sets for imported or replayed turns
+// with memstack.WithTime. Units stored without a time (by an older
+// memstack, or in a langchaingo history) show no date;
+// WithRecallDates(false) shows none at all. In messages mode the messages
+// of the chosen units are returned, in order, as a fresh
 // []llms.ChatMessage, without dates (a message list has no place for
 // them). Nothing found loads "" (or an empty slice).
 //
@@ -175,11 +191,11 @@ type RecallEvent struct {
 //
 // A question that names a date — "8 May 2023", "May 8, 2023",
 // "2023-05-08", or a month, "May 2023" — is searched without the date's
-// words, and every exchange saved on that day gains RecallDayBoost (1.0)
-// times the best hit's score (every exchange of that month,
+// words, and every unit saved on that day gains RecallDayBoost (1.0)
+// times the best hit's score (every unit of that month,
 // RecallMonthBoost, 0.3), whether or not it shares a word with the
 // question: "What did we decide on 3 June 2023?" finds that day's
-// exchanges. An exchange's day is that of its first message's
+// turns. A unit's day is that of its first message's
 // store.Record.Time, in the time's own location (set with
 // memstack.WithTime for imported or replayed turns). Only English month
 // names and ISO dates are recognised; relative dates ("last week") are not.
@@ -189,21 +205,22 @@ type RecallEvent struct {
 // A combined memory with a token budget (combined.WithTokenBudget) loads a
 // Recall through LoadItems, and the Recall then fills whatever room the
 // budget leaves rather than stopping at k: it offers the best
-// DefaultRecallBudgetK (32) exchanges (WithK, when given, sets this number
+// DefaultRecallBudgetK (32) units (WithK, when given, sets this number
 // too), each with Priority = its score, and each hit's neighbouring
-// exchange on either side (at least one, or WithNeighbours' n, on each
+// unit on either side (at least one, or WithNeighbours' n, on each
 // side) with Priority = DefaultRecallNeighbourShare (0.8, WithNeighbourShare) of the hit's score at
-// distance one (0.8² at two...), unless the neighbour scores more itself.
+// distance one (0.8² at two...), unless the neighbour scores more itself
+// (WithNeighbourShare(0) offers the hits alone).
 // The budget drops the lowest priorities first, so what is kept is the
 // most relevant that fits: with a small budget only the best hits, with a
 // large one their context too. A Recall loaded without a budget
-// (LoadMemoryVariables) stays small: k (default 3) exchanges and
-// WithNeighbours' neighbours.
+// (LoadMemoryVariables) stays small: k (default 3) units with their
+// partners or WithNeighbours' neighbours.
 //
 // # Observability
 //
 // A load records in the observe.Recorder of its context: each shown
-// exchange as an injected observe.Item of kind "exchange" with its Seq as
+// unit as an injected observe.Item of kind "turn" (or "exchange", RecallUnit.String) with its Seq as
 // ID, its score (0 for a neighbour shown only for context) and its tokens
 // (WithTokenCounter's counter, cl100k by default); each candidate left out
 // as a dropped item with its score and reason (observe.ReasonShownElsewhere,
@@ -226,9 +243,9 @@ type RecallEvent struct {
 //
 // # Identities and stores
 //
-// One Recall serves many identities: each identity's exchanges are indexed
+// One Recall serves many identities: each identity's units are indexed
 // under its own scope (memstack.Identity.Key), and a search never returns
-// another identity's exchange. A Recall only shows exchanges that are in
+// another identity's unit. A Recall only shows units that are in
 // its store, so give it a store nobody trims (not one a RecentN or a
 // Summary shares). Clear removes the identity's messages and its index
 // entries (a vector store that cannot delete keeps stale vectors, which are
@@ -243,13 +260,17 @@ type Recall struct {
 	budgetK    int
 	threshold  float64
 	neighbours int
-	exclude    int
-	timeout    time.Duration
-	hook       func(RecallEvent)
-	ctxWeight  float64
-	share      float64
-	dates      bool
-	queryDates bool
+	// neighboursSet: WithNeighbours was given (else, in turn units, an
+	// unbudgeted load shows each hit with its partner).
+	neighboursSet bool
+	exclude       int
+	timeout       time.Duration
+	hook          func(RecallEvent)
+	ctxWeight     float64
+	unit          RecallUnit
+	share         float64
+	dates         bool
+	queryDates    bool
 
 	counterOnce sync.Once
 	counter     tokens.Counter
@@ -300,7 +321,7 @@ var (
 	_ fmt.Stringer  = (*Recall)(nil)
 )
 
-// WithK sets how many exchanges a Recall shows at most (default 3). k < 1
+// WithK sets how many units a Recall shows at most (default 3). k < 1
 // is an error.
 func WithK(k int) Option {
 	return func(c *config) {
@@ -312,10 +333,10 @@ func WithK(k int) Option {
 	}
 }
 
-// WithThreshold sets the least score an exchange needs to be shown (a score
+// WithThreshold sets the least score an unit needs to be shown (a score
 // equal to the threshold passes). The range depends on the index:
 // retrieval.BM25 scores lie in [0, 1] (the share of the query's weight an
-// exchange matches; see retrieval.BM25), a vector index's are cosine
+// unit matches; see retrieval.BM25), a vector index's are cosine
 // similarities in [-1, 1], a hybrid's fused scores lie in [0, 1]. NewRecall
 // rejects a threshold outside its index's range, or NaN. Default: the
 // lower end of the range (no threshold).
@@ -329,8 +350,8 @@ func WithThreshold(x float64) Option {
 	}
 }
 
-// WithNeighbours makes a Recall show, around each exchange it finds, the n
-// exchanges before and the n after it, for context (default 0). n < 0 is an
+// WithNeighbours makes a Recall show, around each unit it finds, the n
+// units before and the n after it, for context (default 0). n < 0 is an
 // error.
 func WithNeighbours(n int) Option {
 	return func(c *config) {
@@ -338,14 +359,52 @@ func WithNeighbours(n int) Option {
 			c.bad("WithNeighbours(%d): n must not be negative", n)
 			return
 		}
-		c.recall.neighbours = n
+		c.recall.neighbours, c.recall.neighboursSet = n, true
+	}
+}
+
+// RecallUnit is what a Recall indexes, finds and shows as one piece of the
+// past: a turn (the default) or an exchange (see Recall, "Turns and
+// exchanges").
+type RecallUnit int
+
+// The units a Recall can work in (WithRecallUnit).
+const (
+	// RecallTurns makes each turn a unit: a human message, or an AI
+	// message together with the tool and function results that follow
+	// it (the results of its calls). The default.
+	RecallTurns RecallUnit = iota
+	// RecallExchanges makes each exchange a unit: a human message and
+	// every message after it up to the next human message.
+	RecallExchanges
+)
+
+// String returns "turn" or "exchange": the Kind of a unit's items in
+// reports.
+func (u RecallUnit) String() string {
+	if u == RecallExchanges {
+		return "exchange"
+	}
+	return "turn"
+}
+
+// WithRecallUnit sets what a Recall indexes and shows as one unit:
+// RecallTurns (the default) or RecallExchanges. Any other value is an
+// error.
+func WithRecallUnit(u RecallUnit) Option {
+	return func(c *config) {
+		if u != RecallTurns && u != RecallExchanges {
+			c.bad("WithRecallUnit(%d): the unit must be RecallTurns or RecallExchanges", int(u))
+			return
+		}
+		c.recall.unit = u
 	}
 }
 
 // WithContextWeight sets the weight, in [0, 1], that the words of an
-// exchange's neighbouring exchanges count with when it is indexed (default
+// unit's neighbouring units count with when it is indexed (default
 // DefaultRecallContextWeight, 0.4; see Recall, "Indexing"). 0 indexes each
-// exchange alone. A weight outside [0, 1], or NaN, is an error.
+// unit alone. A weight outside [0, 1], or NaN, is an error.
 func WithContextWeight(w float64) Option {
 	return func(c *config) {
 		if math.IsNaN(w) || w < 0 || w > 1 {
@@ -357,7 +416,7 @@ func WithContextWeight(w float64) Option {
 }
 
 // WithNeighbourShare sets the share, in [0, 1), of a hit's score that the
-// exchanges next to it are offered to a token budget with (default
+// units next to it are offered to a token budget with (default
 // DefaultRecallNeighbourShare, 0.8; see Recall, "Under a token budget").
 // 0 offers a budget the hits alone (and WithNeighbours' neighbours with
 // no priority of their own, as an unbudgeted load shows them). A share
@@ -379,15 +438,15 @@ func WithQueryDates(on bool) Option {
 }
 
 // WithRecallDates sets whether a Recall in string mode shows the date of
-// each run of exchanges it recalls (default true; see Recall, "Loading").
+// each run of units it recalls (default true; see Recall, "Loading").
 func WithRecallDates(on bool) Option {
 	return func(c *config) { c.recall.noDates = !on }
 }
 
-// WithExcludeRecent makes a Recall leave out every exchange that has a
+// WithExcludeRecent makes a Recall leave out every unit that has a
 // message among the last n non-system messages of its store — what a
 // RecentN(n) beside it already shows — so the two layers never show the
-// same exchange twice (default 0). n < 0 is an error.
+// same unit twice (default 0). n < 0 is an error.
 func WithExcludeRecent(n int) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -496,7 +555,7 @@ func WithRecallHook(hook func(RecallEvent)) Option {
 	}
 }
 
-// NewRecall returns a Recall memory. With no options it indexes exchanges
+// NewRecall returns a Recall memory. With no options it indexes units
 // lexically (retrieval.BM25, no model), shows the best 3 for each query in
 // the variable "relevant_history", and keeps messages in a store of its
 // own. Bad options are errors naming the option and the value: k < 1, a
@@ -543,7 +602,8 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	if s.shareSet {
 		m.share = s.share
 	}
-	m.neighbours, m.exclude = s.neighbours, s.excludeRecent
+	m.neighbours, m.exclude, m.unit = s.neighbours, s.excludeRecent, s.unit
+	m.neighboursSet = s.neighboursSet
 	m.timeout, m.hook = s.timeout, s.hook
 	return m, nil
 }
@@ -576,7 +636,7 @@ func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any
 	return m.indexStored(ctx, id, "turn")
 }
 
-// AddMessage stores one message of any role and indexes the exchange it
+// AddMessage stores one message of any role and indexes the unit it
 // belongs to, as SaveContext does. System messages are stored but never
 // indexed or shown.
 func (m *Recall) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
@@ -599,7 +659,7 @@ func (m *Recall) indexStored(ctx context.Context, id identity, what string) erro
 	return nil
 }
 
-// LoadMemoryVariables returns the stored exchanges most relevant to the
+// LoadMemoryVariables returns the stored units most relevant to the
 // current input (see Recall).
 func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any) (map[string]any, error) {
 	sel, err := m.selectExchanges(ctx, inputs, false)
@@ -616,13 +676,13 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 	return vars, nil
 }
 
-// LoadItems implements combined.Itemizer: the exchanges a Recall offers a
+// LoadItems implements combined.Itemizer: the units a Recall offers a
 // token budget (see Recall, "Under a token budget": more than
 // LoadMemoryVariables shows, so the budget's room is filled), one item per
-// exchange (kind "exchange", ID its first Seq), in conversation order,
-// with Priority = the exchange's score, or its share of a neighbouring
+// unit (kind "turn" or "exchange", ID its first Seq), in conversation order,
+// with Priority = the unit's score, or its share of a neighbouring
 // hit's, so that a budget drops the least relevant first. It records on
-// the context's Recorder only the exchanges its own threshold, rank and
+// the context's Recorder only the units its own threshold, rank and
 // recent-window rules left out.
 func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined.Items, error) {
 	sel, err := m.selectExchanges(ctx, inputs, true)
@@ -637,7 +697,7 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined
 		}
 		items[n] = combined.Item{
 			Text:     text,
-			Kind:     "exchange",
+			Kind:     m.unit.String(),
 			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
 			Score:    sel.scores[i],
 			Priority: sel.priority[i],
@@ -719,6 +779,10 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		return recallSelection{}, nil
 	}
 	k, neighbours := m.k, m.neighbours
+	partners := !budgeted && m.unit == RecallTurns && !m.neighboursSet
+	if partners {
+		neighbours = 0 // each hit brings its partner instead (below)
+	}
 	if budgeted {
 		k = m.budgetK
 		if m.share > 0 {
@@ -760,7 +824,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		if _, dup := scores[i]; dup {
 			continue
 		}
-		item := observe.Item{Kind: "exchange", ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
+		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
 		switch {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
@@ -791,6 +855,15 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			}
 			if old, ok := priority[j]; !ok || p > old {
 				priority[j] = p
+			}
+		}
+	}
+	if partners {
+		for i, sc := range scores {
+			if j := m.partner(exs, i); j >= 0 && !excluded(j) {
+				if _, ok := priority[j]; !ok {
+					priority[j] = neighbourShare(sc, m.share, 1)
+				}
 			}
 		}
 	}
@@ -833,6 +906,21 @@ func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date quer
 	}
 	slices.SortStableFunc(out, func(a, b retrieval.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	return out
+}
+
+// partner returns the turn shown with turn i when an unbudgeted load
+// finds it: for a human turn the AI turn answering it, for an AI turn the
+// turn it answers (a human turn, or the tool call whose results it
+// reads); -1 when there is none.
+func (m *Recall) partner(exs []recallExchange, i int) int {
+	isHuman := func(j int) bool { return exs[j].msgs[0].GetType() == llms.ChatMessageTypeHuman }
+	switch {
+	case isHuman(i) && i+1 < len(exs) && !isHuman(i+1):
+		return i + 1
+	case !isHuman(i) && i > 0:
+		return i - 1
+	}
+	return -1
 }
 
 // neighbourShare is the priority of an exchange at distance d from a hit
@@ -945,20 +1033,45 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	}
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
-	xs := recallExchanges(recs)
+	xs := m.recallExchanges(recs)
+	w := m.ctxWeight
+	// contextOf is the context unit i is indexed with: the units up to two
+	// away on either side that xs holds, at w and w/2.
+	contextOf := func(i int) []retrieval.Context {
+		var out []retrieval.Context
+		for dist := 1; dist <= 2 && w > 0; dist++ {
+			for _, j := range [2]int{i - dist, i + dist} {
+				if j >= 0 && j < len(xs) {
+					if t := xs[j].text(); t != "" {
+						out = append(out, retrieval.Context{Text: t, Weight: w / float64(dist)})
+					}
+				}
+			}
+		}
+		return out
+	}
+	// later is the words a new unit adds to the context of the indexed
+	// units before it, which are not indexed again.
+	type laterContext struct {
+		seq int64
+		c   retrieval.Context
+	}
+	var later []laterContext
 	for i, x := range xs {
 		if e.ready && x.through <= e.seen {
 			continue // indexed already, and unchanged
 		}
-		d := retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()}
-		// The exchange before it is its context (unindexed reads far
-		// enough back for it to be in xs).
-		if m.ctxWeight > 0 && i > 0 {
-			if t := xs[i-1].text(); t != "" {
-				d.Context = []retrieval.Context{{Text: t, Weight: m.ctxWeight}}
+		docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text(), Context: contextOf(i)})
+		if !e.ready || x.seq <= e.seen || w == 0 {
+			continue
+		}
+		if t := x.text(); t != "" {
+			for dist := 1; dist <= 2; dist++ {
+				if j := i - dist; j >= 0 && xs[j].through <= e.seen {
+					later = append(later, laterContext{xs[j].seq, retrieval.Context{Text: t, Weight: w / float64(dist)}})
+				}
 			}
 		}
-		docs = append(docs, d)
 	}
 	if len(docs) > 0 {
 		ictx, cancel := m.indexCtx(ctx)
@@ -968,6 +1081,16 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
 		if err != nil {
 			return err
+		}
+	}
+	// Indexes that cannot add context (a vector index) see each unit's
+	// earlier context only.
+	if adder, ok := m.idx.(retrieval.ContextAdder); ok {
+		for _, l := range later {
+			if err := adder.AddContext(ctx, id.Key(), l.seq, l.c); err != nil {
+				m.report(id, RecallOpIndex, 0, 0, err)
+				return err
+			}
 		}
 	}
 	e.ready, e.seen = true, last
@@ -993,13 +1116,13 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 	if st.Count == 0 || st.LastSeq == e.seen {
 		return nil, nil
 	}
-	// Enough to start at a human message that was indexed already; with
-	// context indexing, two such messages back (see syncLocked): the first
-	// changed exchange may be an indexed one that grew, and its context is
-	// the exchange before it.
+	// Enough to start at a unit that was indexed already; with context
+	// indexing, three units back (see syncLocked): the first changed unit
+	// may be an indexed one that grew, and its context is the two units
+	// before it.
 	need := 1
 	if m.ctxWeight > 0 {
-		need = 2
+		need = 3
 	}
 	for n := 8; ; n *= 2 {
 		recs, err := s.Last(ctx, id, n)
@@ -1009,10 +1132,10 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 		if len(recs) < n || n >= st.Count {
 			return recs, nil
 		}
-		if first := recs[0]; first.Seq <= e.seen && first.Message.GetType() == llms.ChatMessageTypeHuman {
+		if first := recs[0]; first.Seq <= e.seen && m.opens(first.Message) {
 			old := 0
 			for _, r := range recs {
-				if r.Seq <= e.seen && r.Message.GetType() == llms.ChatMessageTypeHuman {
+				if r.Seq <= e.seen && m.opens(r.Message) {
 					old++
 				}
 			}
@@ -1129,10 +1252,10 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 				// through LoadItems' Render) goes to a copy: exchanges
 				// other goroutines can see are never written.
 				if t := r.Message.GetType(); !cloned && old > 0 && len(e.exs) == old &&
-					t != llms.ChatMessageTypeSystem && t != llms.ChatMessageTypeHuman {
+					t != llms.ChatMessageTypeSystem && !m.opens(r.Message) {
 					e.exs, cloned = slices.Clone(e.exs), true
 				}
-				e.exs = appendExchange(e.exs, r)
+				e.exs = m.appendExchange(e.exs, r)
 			}
 			e.exsStat = store.Stat{Count: e.exsStat.Count + k, FirstSeq: e.exsStat.FirstSeq, LastSeq: recs[k].Seq}
 			return nil, nil
@@ -1153,7 +1276,7 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 		}
 		e.ready, e.seen = false, 0
 	}
-	e.exs = recallExchanges(recs)
+	e.exs = m.recallExchanges(recs)
 	e.exsStat, e.exsOK = store.Stat{Count: len(recs)}, true
 	if len(recs) > 0 {
 		e.exsStat.FirstSeq, e.exsStat.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq
@@ -1236,7 +1359,7 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 	items := make([]observe.Item, len(order))
 	total := 0
 	for n, i := range order {
-		items[n] = observe.Item{Kind: "exchange", ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at}
+		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at}
 		if m.counter != nil {
 			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
 				items[n].Tokens = m.counter.CountTokens(s)
@@ -1249,24 +1372,36 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 	rec.Tokens(total)
 }
 
-// recallExchanges splits recs into exchanges (see Recall).
-func recallExchanges(recs []store.Record) []recallExchange {
+// recallExchanges splits recs into m's units (see Recall).
+func (m *Recall) recallExchanges(recs []store.Record) []recallExchange {
 	var out []recallExchange
 	for _, r := range recs {
-		out = appendExchange(out, r)
+		out = m.appendExchange(out, r)
 	}
 	return out
 }
 
-// appendExchange adds one stored message to exs: a human message (or the
-// first message) opens an exchange, any other joins the last one, and
-// system messages are left out.
-func appendExchange(exs []recallExchange, r store.Record) []recallExchange {
+// opens reports whether msg opens a unit: a human message, and in turn
+// units an AI message too.
+func (m *Recall) opens(msg llms.ChatMessage) bool {
+	switch msg.GetType() {
+	case llms.ChatMessageTypeHuman:
+		return true
+	case llms.ChatMessageTypeAI:
+		return m.unit == RecallTurns
+	}
+	return false
+}
+
+// appendExchange adds one stored message to exs: a message that opens a
+// unit (or the first message) opens one, any other joins the last one,
+// and system messages are left out.
+func (m *Recall) appendExchange(exs []recallExchange, r store.Record) []recallExchange {
 	t := r.Message.GetType()
 	if t == llms.ChatMessageTypeSystem {
 		return exs
 	}
-	if len(exs) == 0 || t == llms.ChatMessageTypeHuman {
+	if len(exs) == 0 || m.opens(r.Message) {
 		exs = append(exs, recallExchange{seq: r.Seq, at: r.Time})
 	}
 	x := &exs[len(exs)-1]

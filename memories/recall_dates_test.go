@@ -45,7 +45,7 @@ func TestRecall_ShowsTheDateOfEachRun(t *testing.T) {
 	line := func(i int) string { return "Human: " + rdTurns[i][0] + "\nAI: " + rdTurns[i][1] }
 
 	t.Run("runs, days and separators", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(3), memories.WithContextWeight(0))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithContextWeight(0))
 		require.NoError(t, err)
 		rdSave(t, m, rdTurns, days)
 		got := rcAsk(t, m, context.Background(), "cabin")
@@ -54,14 +54,14 @@ func TestRecall_ShowsTheDateOfEachRun(t *testing.T) {
 		assert.Equal(t, "[8 May 2023]\n"+line(0)+"\n"+line(1)+"\n\n[11 May 2023]\n"+line(3), got)
 	})
 	t.Run("a run that crosses into another day shows the new date", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(1), memories.WithNeighbours(1), memories.WithContextWeight(0))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithNeighbours(1), memories.WithContextWeight(0))
 		require.NoError(t, err)
 		rdSave(t, m, rdTurns, days)
 		got := rcAsk(t, m, context.Background(), "sauna")
 		assert.Equal(t, "[8 May 2023]\n"+line(0)+"\n"+line(1)+"\n[9 May 2023]\n"+line(2), got)
 	})
 	t.Run("the date in the stored time's own zone", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(1), memories.WithContextWeight(0))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0))
 		require.NoError(t, err)
 		late := time.Date(2023, time.May, 8, 23, 30, 0, 0, time.FixedZone("UTC-5", -5*3600)) // 9 May in UTC
 		rdSave(t, m, rdTurns[:1], []time.Time{late})
@@ -76,13 +76,13 @@ func TestRecall_ShowsTheDateOfEachRun(t *testing.T) {
 		assert.Equal(t, line(0), rcAsk(t, m, context.Background(), "lake"))
 	})
 	t.Run("WithRecallDates(false)", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(1), memories.WithContextWeight(0), memories.WithRecallDates(false))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0), memories.WithRecallDates(false))
 		require.NoError(t, err)
 		rdSave(t, m, rdTurns, days)
 		assert.Equal(t, line(1), rcAsk(t, m, context.Background(), "sauna"))
 	})
 	t.Run("messages mode returns the messages unchanged", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(1), memories.WithContextWeight(0), memories.WithReturnMessages(true))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0), memories.WithReturnMessages(true))
 		require.NoError(t, err)
 		rdSave(t, m, rdTurns, days)
 		vars, err := m.LoadMemoryVariables(context.Background(), map[string]any{"input": "sauna"})
@@ -92,7 +92,7 @@ func TestRecall_ShowsTheDateOfEachRun(t *testing.T) {
 		}, vars["relevant_history"])
 	})
 	t.Run("reports and items carry the exchange's time", func(t *testing.T) {
-		m, err := memories.NewRecall(memories.WithK(1), memories.WithContextWeight(0))
+		m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0))
 		require.NoError(t, err)
 		rdSave(t, m, rdTurns, days)
 		rec := observe.NewRecorder(observe.OpLoad, "recall", "x")
@@ -119,7 +119,7 @@ func TestRecall_DatedQuestions(t *testing.T) {
 	}
 	days := []time.Time{base, base.AddDate(0, 0, 2), base.AddDate(0, 1, 0), base.AddDate(0, 1, 5)}
 	newRecall := func(opts ...memories.Option) *memories.Recall {
-		m, err := memories.NewRecall(append([]memories.Option{memories.WithK(1), memories.WithContextWeight(0)}, opts...)...)
+		m, err := memories.NewRecall(append([]memories.Option{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0)}, opts...)...)
 		require.NoError(t, err)
 		rdSave(t, m, turns, days)
 		return m
@@ -162,7 +162,7 @@ func TestRecall_ContextWeight(t *testing.T) {
 	}
 	days := make([]time.Time, len(turns))
 	for _, ctxWeight := range []float64{-1, 0} {
-		opts := []memories.Option{memories.WithK(2), memories.WithNeighbourShare(0), memories.WithRecallDates(false)}
+		opts := []memories.Option{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithNeighbourShare(0), memories.WithRecallDates(false)}
 		if ctxWeight >= 0 {
 			opts = append(opts, memories.WithContextWeight(ctxWeight))
 		}
@@ -232,9 +232,21 @@ func TestRecall_FillsTheBudget(t *testing.T) {
 		}
 		unbudgeted, err := recall.LoadMemoryVariables(ctx, map[string]any{"input": q})
 		require.NoError(t, err)
-		assert.LessOrEqual(t, strings.Count(unbudgeted["relevant_history"].(string), "Human: "), memories.DefaultRecallK, "unbudgeted: k exchanges")
+		small := 2 * memories.DefaultRecallK
+		assert.LessOrEqual(t, rdMessages(unbudgeted["relevant_history"].(string)), small, "unbudgeted: k turns and their partners")
 		if budget >= 1000 {
-			assert.Greater(t, strings.Count(vars["relevant_history"].(string), "Human: "), memories.DefaultRecallK, "budget %d: more than k", budget)
+			assert.Greater(t, rdMessages(vars["relevant_history"].(string)), small, "budget %d: more than k turns and their partners", budget)
 		}
 	}
+}
+
+// rdMessages counts the rendered messages of a Recall's string.
+func rdMessages(s string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "Human: ") || strings.HasPrefix(line, "AI: ") {
+			n++
+		}
+	}
+	return n
 }

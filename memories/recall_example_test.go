@@ -65,7 +65,7 @@ func ExampleWithExcludeRecent() {
 	// RecentN shows the last 2 messages; Recall leaves out what RecentN
 	// shows and brings back the older exchanges that matter.
 	recent, _ := memories.NewRecentN(2)
-	recall, _ := memories.NewRecall(memories.WithExcludeRecent(2), memories.WithNeighbours(1))
+	recall, _ := memories.NewRecall(memories.WithExcludeRecent(2))
 	exampleSave(ctx, recent, recall)
 
 	inputs := map[string]any{"input": "Remind me of the budget and the logo."}
@@ -77,9 +77,6 @@ func ExampleWithExcludeRecent() {
 	// Human: Which logo colour?
 	// AI: Blue.
 	// recalled:
-	// [8 May 2023]
-	// Human: Which database should we use?
-	// AI: We settled on PostgreSQL.
 	// [9 May 2023]
 	// Human: What is the budget?
 	// AI: The budget is 40k euros.
@@ -92,7 +89,7 @@ func ExampleWithExcludeRecent() {
 // small vocabulary, through langchaingo's embeddings.NewEmbedder. Use a
 // real one (OpenAI, Ollama...) in production.
 func exampleEmbedder() embeddings.Embedder {
-	vocabulary := []string{"databas", "postgresql", "budget", "money", "40k", "offsit", "lisbon", "logo"}
+	vocabulary := []string{"databas", "postgresql", "budget", "money", "40k", "offsit", "lisbon", "logo", "blue"}
 	e, _ := embeddings.NewEmbedder(embeddings.EmbedderClientFunc(
 		func(_ context.Context, texts []string) ([][]float32, error) {
 			out := make([][]float32, len(texts))

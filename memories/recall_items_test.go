@@ -19,7 +19,7 @@ import (
 func TestRecall_TrimmedByBudgetLeastRelevantFirst(t *testing.T) {
 	ctx := context.Background()
 	words := tokens.CounterFunc(func(s string) int { return len(strings.Fields(s)) })
-	recall, err := memories.NewRecall(memories.WithK(3), memories.WithContextWeight(0), memories.WithRecallDates(false))
+	recall, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithContextWeight(0), memories.WithRecallDates(false))
 	require.NoError(t, err)
 	turns := [][2]string{
 		{"The budget for the offsite is 4,200 euros.", "Noted, budget 4,200 euros."},
@@ -96,7 +96,7 @@ func TestRecall_TrimmedByBudgetLeastRelevantFirst(t *testing.T) {
 	assert.Contains(t, vars["relevant_history"], "Weather")
 
 	// Messages mode: whole exchanges too.
-	rm, err := memories.NewRecall(memories.WithK(3), memories.WithReturnMessages(true))
+	rm, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithContextWeight(0), memories.WithReturnMessages(true))
 	require.NoError(t, err)
 	for _, tt := range turns {
 		require.NoError(t, rm.SaveContext(ctx, map[string]any{"input": tt[0]}, map[string]any{"output": tt[1]}))

@@ -13,6 +13,8 @@ type recallSettings struct {
 	threshold     float64
 	thresholdSet  bool
 	neighbours    int
+	neighboursSet bool
+	unit          RecallUnit
 	excludeRecent int
 	index         retrieval.Index
 	// indexBy lists the options that chose an index: choosing twice is

@@ -178,14 +178,18 @@ func rcExchange(i int) string {
 	return "Human: " + rcTurns[i][0] + "\nAI: " + rcTurns[i][1]
 }
 
-// rcNew builds a Recall that indexes each exchange alone
-// (WithContextWeight(0)), so the hand-computed BM25 scores of the tests
-// below hold, and shows no dates (WithRecallDates(false)), so their
-// expected renderings are the exchanges alone; options may override both
-// (recall_dates_test.go tests dates).
+// rcNew builds a Recall in exchange units (WithRecallUnit(RecallExchanges))
+// that indexes each exchange alone (WithContextWeight(0)), so the
+// hand-computed BM25 scores over exchanges of the tests below hold, and
+// shows no dates (WithRecallDates(false)), so their expected renderings
+// are the exchanges alone; options may override all three
+// (recall_dates_test.go and recall_turns_test.go test dates, turns and
+// context).
 func rcNew(t testing.TB, opts ...memories.Option) *memories.Recall {
 	t.Helper()
-	m, err := memories.NewRecall(append([]memories.Option{memories.WithContextWeight(0), memories.WithRecallDates(false)}, opts...)...)
+	m, err := memories.NewRecall(append([]memories.Option{
+		memories.WithRecallUnit(memories.RecallExchanges), memories.WithContextWeight(0), memories.WithRecallDates(false),
+	}, opts...)...)
 	require.NoError(t, err)
 	return m
 }

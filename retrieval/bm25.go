@@ -70,8 +70,9 @@ type bm25Scope struct {
 }
 
 var (
-	_ Index    = (*BM25)(nil)
-	_ Releaser = (*BM25)(nil)
+	_ Index        = (*BM25)(nil)
+	_ Releaser     = (*BM25)(nil)
+	_ ContextAdder = (*BM25)(nil)
 )
 
 // NewBM25 returns an empty BM25 index.
@@ -171,6 +172,44 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 			post[p.seq] = f
 		}
 	}
+	return nil
+}
+
+// AddContext adds c's terms, each occurrence counting c.Weight, to the doc
+// with Seq seq in scope (see ContextAdder); it costs O(terms of c.Text).
+func (x *BM25) AddContext(ctx context.Context, scope string, seq int64, c Context) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if err := checkContexts([]Doc{{Seq: seq, Context: []Context{c}}}); err != nil {
+		return err
+	}
+	terms := x.tokenize(c.Text)
+	if len(terms) == 0 {
+		return nil
+	}
+	s := x.scope(scope, false)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tf, ok := s.docs[seq]
+	if !ok {
+		return nil
+	}
+	for _, t := range terms {
+		tf[t] += c.Weight
+		post := s.postings[t]
+		if post == nil {
+			post = make(map[int64]float64)
+			s.postings[t] = post
+		}
+		post[seq] = tf[t]
+	}
+	n := c.Weight * float64(len(terms))
+	s.lens[seq] += n
+	s.total += n
 	return nil
 }
 

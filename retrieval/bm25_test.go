@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -247,4 +248,37 @@ func TestBM25Context(t *testing.T) {
 	hits, err = idx.Search(ctx, "s", "x y", 10)
 	require.NoError(t, err)
 	assert.Empty(t, hits, "a rejected Add adds nothing")
+}
+
+func TestBM25AddContextEqualsContextAtAdd(t *testing.T) {
+	ctx := context.Background()
+	docs := []retrieval.Doc{
+		{Seq: 1, Text: "we booked the cabin"},
+		{Seq: 2, Text: "the lake trip was lovely"},
+		{Seq: 3, Text: "nothing in common here"},
+	}
+	later := retrieval.NewBM25()
+	require.NoError(t, later.Add(ctx, "s", docs))
+	require.NoError(t, later.AddContext(ctx, "s", 1, retrieval.Context{Text: "trip to the lake", Weight: 0.4}))
+	require.NoError(t, later.AddContext(ctx, "s", 99, retrieval.Context{Text: "lake", Weight: 0.4}), "a doc that is not there is left alone")
+	require.NoError(t, later.AddContext(ctx, "other", 1, retrieval.Context{Text: "lake", Weight: 0.4}), "nor a scope")
+
+	atAdd := retrieval.NewBM25()
+	withCtx := slices.Clone(docs)
+	withCtx[0].Context = []retrieval.Context{{Text: "trip to the lake", Weight: 0.4}}
+	require.NoError(t, atAdd.Add(ctx, "s", withCtx))
+
+	for _, q := range []string{"lake trip", "cabin", "lake cabin common"} {
+		a, err := later.Search(ctx, "s", q, 10)
+		require.NoError(t, err)
+		b, err := atAdd.Search(ctx, "s", q, 10)
+		require.NoError(t, err)
+		require.Len(t, a, len(b), q)
+		for i := range a {
+			assert.Equal(t, b[i].Seq, a[i].Seq, q)
+			assert.InDelta(t, b[i].Score, a[i].Score, 1e-12, q)
+		}
+	}
+	err := later.AddContext(ctx, "s", 1, retrieval.Context{Text: "x", Weight: 2})
+	assert.ErrorIs(t, err, retrieval.ErrInvalidArgument)
 }
