@@ -816,6 +816,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	scores := make(map[int]float64)
 	var dropped []observe.Item
+	var droppedAt []int // dropped[n] is exs[droppedAt[n]]
 	for _, h := range hits {
 		i, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
 		if !ok {
@@ -837,6 +838,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			continue
 		}
 		dropped = append(dropped, item)
+		droppedAt = append(droppedAt, i)
 	}
 	// priority holds every shown exchange: a hit's score, or a
 	// neighbour's share of the best hit next to it.
@@ -872,7 +874,14 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		order = append(order, i)
 	}
 	slices.Sort(order)
-	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: dropped}, nil
+	// A candidate left out as a hit but shown next to one is not dropped.
+	kept := dropped[:0]
+	for n, it := range dropped {
+		if _, shown := priority[droppedAt[n]]; !shown {
+			kept = append(kept, it)
+		}
+	}
+	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: kept}, nil
 }
 
 // dateBoost adds RecallDayBoost (or RecallMonthBoost) times the best

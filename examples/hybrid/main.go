@@ -14,12 +14,12 @@
 //     (memories.WithFactsPerUser) and dated by the example's clock
 //     (memories.WithClock);
 //   - recall: memories.Recall with its default lexical index (BM25), the
-//     past exchanges that match the question, leaving out what the recent
+//     past turns that match the question, leaving out what the recent
 //     window shows ({{.relevant_history}}).
 //
 // combined.WithTokenBudget keeps the three variables within the budget:
 // the layers are trimmed in reverse list order (Recall's least relevant
-// exchanges first, then the oldest facts, the recent window last), whole
+// turns first, then the oldest facts, the recent window last), whole
 // items only. combined.WithObserver reports what every layer injected and
 // dropped, with the reason and the score, and the example prints the
 // reports of the question's load with the prompt the model saw.
@@ -282,7 +282,7 @@ func (s *stack) explain(ctx context.Context, w io.Writer, r observe.Report) erro
 	}
 	describe := func(it observe.Item) string {
 		d := it.Kind + " " + it.ID
-		if it.Kind == "exchange" {
+		if it.Kind == "turn" || it.Kind == "exchange" {
 			d += fmt.Sprintf(" (score %.2f)", it.Score)
 		}
 		if t, ok := text[it.ID]; ok {

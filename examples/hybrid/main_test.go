@@ -48,12 +48,12 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, facts, "  + fact user name, ")
 	assert.Contains(t, facts, "  + fact user location, ")
 
-	// Recall found the exchange with the decision, with a score.
-	hit := regexp.MustCompile(`  \+ exchange \d+ \(score (0\.\d\d)\): "Okay, we settled on the blue plan, starting in March\.", \d+ tokens`).FindStringSubmatch(recall)
+	// Recall found the turn with the decision, with a score.
+	hit := regexp.MustCompile(`  \+ turn \d+ \(score (0\.\d\d)\): "Okay, we settled on the blue plan, starting in March\.", \d+ tokens`).FindStringSubmatch(recall)
 	require.NotNil(t, hit, "recall report:\n%s", recall)
 	assert.NotEqual(t, "0.00", hit[1])
 	// What it left out is said, with the reason.
-	assert.Regexp(t, `  - exchange \d+ \(score 0\.\d\d\): ".*" \[budget\]`, recall)
+	assert.Regexp(t, `  - turn \d+ \(score 0\.\d\d\): ".*" \[budget\]`, recall)
 
 	// The budget held: the layers' tokens add up to what the budget says it
 	// used, within the budget.
@@ -71,7 +71,9 @@ func TestRun(t *testing.T) {
 	prompt := section(t, out, "The prompt the model saw:\n-----\n", "\n-----\n")
 	assert.Contains(t, prompt, "Known facts about the user:\n")
 	assert.Contains(t, prompt, "- we decision: the blue plan (since 2026-03-02)\n")
-	assert.Contains(t, prompt, "Earlier exchanges that may be relevant:\n[2 March 2026]\nHuman: Okay, we settled on the blue plan, starting in March.\n")
+	earlier := section(t, prompt, "Earlier exchanges that may be relevant:\n", "\n\nRecent conversation:")
+	assert.True(t, strings.HasPrefix(earlier, "Earlier exchanges that may be relevant:\n[2 March 2026]\n"), "recalled turns show their date: %q", earlier)
+	assert.Contains(t, earlier, "Human: Okay, we settled on the blue plan, starting in March.\nAI: Great: the blue plan from March.")
 	assert.Contains(t, prompt, "Recent conversation:\nHuman: What do we need to migrate?\n"+
 		"AI: The patient list, the appointment slots and the staff calendars.\n"+
 		"Human: Thanks, that's all for today.\nAI: You're welcome, Ana. Talk soon!\n\nHuman: What did we settle on?\nAI:")
