@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -52,7 +53,8 @@ type BM25 struct {
 	// terms caches Tokenize's result per text: a doc's text is tokenised
 	// again as its neighbours' context (memories.Recall), and re-added
 	// when its own context grows.
-	terms *lru.Cache[string, []string]
+	terms     *lru.Cache[string, []string]
+	tokenizer func(string) []string
 }
 
 // Tokenize cache bounds: how many texts, and the longest text cached.
@@ -65,7 +67,7 @@ type bm25Scope struct {
 	mu       sync.RWMutex
 	docs     map[int64]map[string]float64 // seq → term → weighted frequency
 	lens     map[int64]float64            // seq → weighted length in terms
-	postings map[string]map[int64]float64 // term → seq → weighted frequency
+	postings map[string][]posting         // term → its docs, by Seq, with the weighted frequency
 	total    float64                      // sum of lens
 }
 
@@ -75,21 +77,43 @@ var (
 	_ ContextAdder = (*BM25)(nil)
 )
 
-// NewBM25 returns an empty BM25 index.
-func NewBM25() *BM25 {
-	terms, _ := lru.New[string, []string](termCacheSize)
-	return &BM25{scopes: make(map[string]*bm25Scope), terms: terms}
+// BM25Option configures NewBM25.
+type BM25Option func(*BM25)
+
+// WithTokenizer makes a BM25 index split docs and queries into terms with
+// f instead of Tokenize: for another language's stop words and stemmer,
+// or a domain's own terms. f must be deterministic and safe for concurrent
+// use. A nil f keeps Tokenize.
+func WithTokenizer(f func(text string) []string) BM25Option {
+	return func(x *BM25) {
+		if f != nil {
+			x.tokenizer = f
+		}
+	}
 }
 
-// tokenize is Tokenize, cached. The returned slice is shared: read only.
+// NewBM25 returns an empty BM25 index.
+func NewBM25(opts ...BM25Option) *BM25 {
+	terms, _ := lru.New[string, []string](termCacheSize)
+	x := &BM25{scopes: make(map[string]*bm25Scope), terms: terms, tokenizer: Tokenize}
+	for _, o := range opts {
+		if o != nil {
+			o(x)
+		}
+	}
+	return x
+}
+
+// tokenize is the index's tokenizer, cached. The returned slice is
+// shared: read only.
 func (x *BM25) tokenize(text string) []string {
 	if len(text) > maxCachedDoc || x.terms == nil {
-		return Tokenize(text)
+		return x.tokenizer(text)
 	}
 	if t, ok := x.terms.Get(text); ok {
 		return t
 	}
-	t := Tokenize(text)
+	t := x.tokenizer(text)
 	x.terms.Add(text, t)
 	return t
 }
@@ -113,7 +137,7 @@ func (x *BM25) scope(name string, create bool) *bm25Scope {
 		s = &bm25Scope{
 			docs:     make(map[int64]map[string]float64),
 			lens:     make(map[int64]float64),
-			postings: make(map[string]map[int64]float64),
+			postings: make(map[string][]posting),
 		}
 		x.scopes[name] = s
 	}
@@ -141,17 +165,22 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 	prep := make([]prepared, len(docs))
 	for i, d := range docs {
 		terms := x.tokenize(d.Text)
-		tf := make(map[string]float64, len(terms))
+		size := len(terms)
+		ctx := make([][]string, len(d.Context))
+		for j, c := range d.Context {
+			ctx[j] = x.tokenize(c.Text)
+			size += len(ctx[j])
+		}
+		tf := make(map[string]float64, size)
 		for _, t := range terms {
 			tf[t]++
 		}
 		n := float64(len(terms))
-		for _, c := range d.Context {
-			cterms := x.tokenize(c.Text)
-			for _, t := range cterms {
+		for j, c := range d.Context {
+			for _, t := range ctx[j] {
 				tf[t] += c.Weight
 			}
-			n += c.Weight * float64(len(cterms))
+			n += c.Weight * float64(len(ctx[j]))
 		}
 		prep[i] = prepared{d.Seq, tf, n}
 	}
@@ -164,12 +193,7 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 		s.lens[p.seq] = p.n
 		s.total += p.n
 		for t, f := range p.tf {
-			post := s.postings[t]
-			if post == nil {
-				post = make(map[int64]float64)
-				s.postings[t] = post
-			}
-			post[p.seq] = f
+			s.setPosting(t, p.seq, f)
 		}
 	}
 	return nil
@@ -200,17 +224,38 @@ func (x *BM25) AddContext(ctx context.Context, scope string, seq int64, c Contex
 	}
 	for _, t := range terms {
 		tf[t] += c.Weight
-		post := s.postings[t]
-		if post == nil {
-			post = make(map[int64]float64)
-			s.postings[t] = post
-		}
-		post[seq] = tf[t]
+		s.setPosting(t, seq, tf[t])
 	}
 	n := c.Weight * float64(len(terms))
 	s.lens[seq] += n
 	s.total += n
 	return nil
+}
+
+// posting is one doc of a term's postings.
+type posting struct {
+	seq int64
+	tf  float64
+}
+
+func cmpPosting(p posting, seq int64) int { return cmp.Compare(p.seq, seq) }
+
+// setPosting sets term t's frequency in doc seq. Postings are kept in Seq
+// order; docs arrive newest last, so this is an append or an update of
+// the last entries, not a map insertion. The caller holds s.mu for
+// writing.
+func (s *bm25Scope) setPosting(t string, seq int64, f float64) {
+	post := s.postings[t]
+	if n := len(post); n == 0 || post[n-1].seq < seq {
+		s.postings[t] = append(post, posting{seq, f})
+		return
+	}
+	i, ok := slices.BinarySearchFunc(post, seq, cmpPosting)
+	if ok {
+		post[i].tf = f
+		return
+	}
+	s.postings[t] = slices.Insert(post, i, posting{seq, f})
 }
 
 // remove drops seq's doc from s. The caller holds s.mu for writing.
@@ -221,7 +266,10 @@ func (s *bm25Scope) remove(seq int64) {
 	}
 	for t := range tf {
 		post := s.postings[t]
-		delete(post, seq)
+		if i, ok := slices.BinarySearchFunc(post, seq, cmpPosting); ok {
+			post = slices.Delete(post, i, i+1)
+		}
+		s.postings[t] = post
 		if len(post) == 0 {
 			delete(s.postings, t)
 		}
@@ -243,7 +291,7 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	if strings.TrimSpace(query) == "" {
 		return nil, nil
 	}
-	terms := Tokenize(query)
+	terms := slices.Clone(x.tokenize(query))
 	slices.Sort(terms)
 	terms = slices.Compact(terms)
 	if len(terms) == 0 {
@@ -269,7 +317,8 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 		post := s.postings[t]
 		idf := math.Log(1 + (float64(n)-float64(len(post))+0.5)/(float64(len(post))+0.5))
 		norm += idf * (BM25K1 + 1)
-		for seq, tf := range post {
+		for _, ps := range post {
+			seq, tf := ps.seq, ps.tf
 			dl := s.lens[seq]
 			scores[seq] += idf * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -281,4 +282,19 @@ func TestBM25AddContextEqualsContextAtAdd(t *testing.T) {
 	}
 	err := later.AddContext(ctx, "s", 1, retrieval.Context{Text: "x", Weight: 2})
 	assert.ErrorIs(t, err, retrieval.ErrInvalidArgument)
+}
+
+func TestBM25WithTokenizer(t *testing.T) {
+	ctx := context.Background()
+	upper := retrieval.NewBM25(retrieval.WithTokenizer(func(s string) []string { return strings.Fields(strings.ToUpper(s)) }))
+	require.NoError(t, upper.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Text: "the cat"}, {Seq: 2, Text: "a dog"}}))
+	hits, err := upper.Search(ctx, "s", "THE", 5)
+	require.NoError(t, err)
+	require.Len(t, hits, 1, "the tokenizer keeps stop words: it is the one used, for docs and queries")
+	assert.Equal(t, int64(1), hits[0].Seq)
+	plain := retrieval.NewBM25(retrieval.WithTokenizer(nil))
+	require.NoError(t, plain.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Text: "the cat"}}))
+	hits, err = plain.Search(ctx, "s", "the", 5)
+	require.NoError(t, err)
+	assert.Empty(t, hits, "nil keeps Tokenize, which drops stop words")
 }

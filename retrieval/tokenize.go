@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kljensen/snowball/english"
 )
 
@@ -80,8 +81,25 @@ func Stem(w string) string {
 	if w == "" {
 		return w
 	}
-	return english.Stem(w, true)
+	if s, ok := stems.Get(w); ok {
+		return s
+	}
+	s := english.Stem(w, true)
+	if len(w) <= maxCachedWord {
+		stems.Add(w, s)
+	}
+	return s
 }
+
+// stems caches Stem's results: a conversation repeats its words, and the
+// Snowball algorithm costs more than a look-up.
+var stems, _ = lru.New[string, string](stemCacheSize)
+
+// Stem cache bounds: how many words, and the longest word cached.
+const (
+	stemCacheSize = 1 << 16
+	maxCachedWord = 64
+)
 
 // stopWords is a common English stop-word list (articles, pronouns,
 // auxiliaries, prepositions, conjunctions, question words).

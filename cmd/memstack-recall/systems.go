@@ -75,6 +75,7 @@ func systems(budget int, emb embeddings.Embedder, embName string, failures *inde
 		{defaultName, groupDefault, stack(budget)},
 		{"RecentN(6) + Recall(WithK(8), WithNeighbours(1)) (hand-tuned)", groupVariant, stack(budget, memories.WithK(8), memories.WithNeighbours(1))},
 	}
+	list = append(list, ablations(budget)...)
 	if emb != nil {
 		hook := memories.WithRecallHook(failures.record)
 		name := retrieval.WithEmbedderName(embName)
