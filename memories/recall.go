@@ -126,17 +126,16 @@ type RecallEvent struct {
 // (another process's turns, a save whose indexing failed), so every stored
 // exchange is searchable.
 //
-// Each unit is indexed with the words of the units next to it as its
-// context (retrieval.Doc.Context): those of the units just before and
-// after it count with a lower weight (WithContextWeight, default
-// DefaultRecallContextWeight = 0.5), those two away with half of it. In a
-// real conversation the turn that holds an answer often shares no word
-// with the question, while the turns around it do. A saved turn's words
-// are added to the context of the two turns before it without indexing
-// them again (retrieval.ContextAdder: BM25, and the lexical part of a
-// hybrid; a vector index embeds each unit's own text only), so a save
-// costs what indexing the new unit costs, and the index built turn by turn
-// is the one a restart rebuilds.
+// Each unit is scored with the words of the units next to it as its
+// context: those of the units just before and after it count with a lower
+// weight (WithContextWeight, default DefaultRecallContextWeight = 0.5),
+// those two away with half of it (retrieval.WithNeighbourWeights, on the
+// default index and the lexical part of WithHybrid; an index given with
+// WithIndex is used as configured, and a vector index embeds each unit's
+// own text). In a real conversation the turn that holds an answer often
+// shares no word with the question, while the turns around it do. Each
+// unit is still indexed once, so a save costs what indexing the new unit
+// costs.
 //
 // The default index is retrieval.BM25, lexical and in process memory: no
 // model, rebuilt after a restart. Its terms are stemmed with the English
@@ -497,12 +496,10 @@ func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retr
 			c.errs = append(c.errs, err)
 			return
 		}
-		h, err := retrieval.NewHybrid(retrieval.NewBM25(), v)
-		if err != nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithHybrid: %w", ErrInvalidOption, err))
-			return
-		}
-		c.recall.setIndex("WithHybrid", h)
+		// NewRecall builds the hybrid, its BM25 part weighted like the
+		// default index (WithContextWeight).
+		c.recall.hybridVector = v
+		c.recall.setIndex("WithHybrid", nil)
 	}
 }
 
@@ -576,9 +573,20 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	if len(s.indexBy) > 1 {
 		return nil, fmt.Errorf("%w: NewRecall: the index is chosen %d times (%s); choose one", ErrInvalidOption, len(s.indexBy), strings.Join(s.indexBy, ", "))
 	}
+	m.ctxWeight = DefaultRecallContextWeight
+	if s.contextSet {
+		m.ctxWeight = s.contextWeight
+	}
 	m.idx = s.index
-	if m.idx == nil {
-		m.idx = retrieval.NewBM25()
+	switch {
+	case s.hybridVector != nil:
+		h, err := retrieval.NewHybrid(m.lexical(), s.hybridVector)
+		if err != nil {
+			return nil, fmt.Errorf("%w: WithHybrid: %w", ErrInvalidOption, err)
+		}
+		m.idx = h
+	case m.idx == nil:
+		m.idx = m.lexical()
 	}
 	m.durable, _ = m.idx.(retrieval.Durable)
 	r := m.idx.Range()
@@ -593,10 +601,6 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	if s.kSet {
 		m.k, m.budgetK = s.k, s.k
 	}
-	m.ctxWeight = DefaultRecallContextWeight
-	if s.contextSet {
-		m.ctxWeight = s.contextWeight
-	}
 	m.dates, m.queryDates = !s.noDates, !s.noQueryDates
 	m.share = DefaultRecallNeighbourShare
 	if s.shareSet {
@@ -606,6 +610,13 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	m.neighboursSet = s.neighboursSet
 	m.timeout, m.hook = s.timeout, s.hook
 	return m, nil
+}
+
+// lexical returns the BM25 index a Recall builds (the default index, and
+// the lexical part of WithHybrid): units scored with their neighbours'
+// words at the context weight (next to them) and half of it (two away).
+func (m *Recall) lexical() *retrieval.BM25 {
+	return retrieval.NewBM25(retrieval.WithNeighbourWeights(m.ctxWeight, m.ctxWeight/2))
 }
 
 func recallIndexName(idx retrieval.Index) string {
@@ -1042,44 +1053,9 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	}
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
-	xs := m.recallExchanges(recs)
-	w := m.ctxWeight
-	// contextOf is the context unit i is indexed with: the units up to two
-	// away on either side that xs holds, at w and w/2.
-	contextOf := func(i int) []retrieval.Context {
-		var out []retrieval.Context
-		for dist := 1; dist <= 2 && w > 0; dist++ {
-			for _, j := range [2]int{i - dist, i + dist} {
-				if j >= 0 && j < len(xs) {
-					if t := xs[j].text(); t != "" {
-						out = append(out, retrieval.Context{Text: t, Weight: w / float64(dist)})
-					}
-				}
-			}
-		}
-		return out
-	}
-	// later is the words a new unit adds to the context of the indexed
-	// units before it, which are not indexed again.
-	type laterContext struct {
-		seq int64
-		c   retrieval.Context
-	}
-	var later []laterContext
-	for i, x := range xs {
-		if e.ready && x.through <= e.seen {
-			continue // indexed already, and unchanged
-		}
-		docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text(), Context: contextOf(i)})
-		if !e.ready || x.seq <= e.seen || w == 0 {
-			continue
-		}
-		if t := x.text(); t != "" {
-			for dist := 1; dist <= 2; dist++ {
-				if j := i - dist; j >= 0 && xs[j].through <= e.seen {
-					later = append(later, laterContext{xs[j].seq, retrieval.Context{Text: t, Weight: w / float64(dist)}})
-				}
-			}
+	for _, x := range m.recallExchanges(recs) {
+		if !e.ready || x.through > e.seen {
+			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
 		}
 	}
 	if len(docs) > 0 {
@@ -1090,16 +1066,6 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
 		if err != nil {
 			return err
-		}
-	}
-	// Indexes that cannot add context (a vector index) see each unit's
-	// earlier context only.
-	if adder, ok := m.idx.(retrieval.ContextAdder); ok {
-		for _, l := range later {
-			if err := adder.AddContext(ctx, id.Key(), l.seq, l.c); err != nil {
-				m.report(id, RecallOpIndex, 0, 0, err)
-				return err
-			}
 		}
 	}
 	e.ready, e.seen = true, last
@@ -1125,14 +1091,8 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 	if st.Count == 0 || st.LastSeq == e.seen {
 		return nil, nil
 	}
-	// Enough to start at a unit that was indexed already; with context
-	// indexing, three units back (see syncLocked): the first changed unit
-	// may be an indexed one that grew, and its context is the two units
-	// before it.
-	need := 1
-	if m.ctxWeight > 0 {
-		need = 3
-	}
+	// Enough to start at a unit that was indexed already.
+	const need = 1
 	for n := 8; ; n *= 2 {
 		recs, err := s.Last(ctx, id, n)
 		if err != nil {

@@ -17,6 +17,9 @@ type recallSettings struct {
 	unit          RecallUnit
 	excludeRecent int
 	index         retrieval.Index
+	// hybridVector is WithHybrid's vector part; NewRecall builds the
+	// hybrid.
+	hybridVector *retrieval.Vector
 	// indexBy lists the options that chose an index: choosing twice is
 	// an error.
 	indexBy []string

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -55,6 +56,7 @@ type BM25 struct {
 	// when its own context grows.
 	terms     *lru.Cache[string, []string]
 	tokenizer func(string) []string
+	near      [2]float64 // WithNeighbourWeights
 }
 
 // Tokenize cache bounds: how many texts, and the longest text cached.
@@ -69,12 +71,17 @@ type bm25Scope struct {
 	lens     map[int64]float64            // seq → weighted length in terms
 	postings map[string][]posting         // term → its docs, by Seq, with the weighted frequency
 	total    float64                      // sum of lens
+	// With neighbour weights (WithNeighbourWeights): the docs' Seqs in
+	// order, and the sum of the docs' lengths with their neighbours'
+	// (ctotal), valid when ctotalOK.
+	order    []int64
+	ctotal   float64
+	ctotalOK bool
 }
 
 var (
-	_ Index        = (*BM25)(nil)
-	_ Releaser     = (*BM25)(nil)
-	_ ContextAdder = (*BM25)(nil)
+	_ Index    = (*BM25)(nil)
+	_ Releaser = (*BM25)(nil)
 )
 
 // BM25Option configures NewBM25.
@@ -90,6 +97,25 @@ func WithTokenizer(f func(text string) []string) BM25Option {
 			x.tokenizer = f
 		}
 	}
+}
+
+// WithNeighbourWeights makes a BM25 index score each doc as if the docs
+// next to it in Seq order were part of it: every term of the docs just
+// before and after it counting w1, of the docs two away w2 — as if each
+// doc had been added with those docs' texts as its Context (a test checks
+// the two give the same scores) — with each doc indexed only once, so an
+// Add costs what it costs without. memories.Recall's index uses it: in a
+// conversation the turn that holds an answer often shares no word with
+// the question, while the turns around it do. Weights must lie in [0, 1];
+// NewBM25 panics on others, a programming error. (0, 0) is no
+// neighbours, the default.
+func WithNeighbourWeights(w1, w2 float64) BM25Option {
+	for _, w := range []float64{w1, w2} {
+		if math.IsNaN(w) || w < 0 || w > 1 {
+			panic(fmt.Sprintf("retrieval: WithNeighbourWeights(%v, %v): weights must lie in [0, 1]", w1, w2))
+		}
+	}
+	return func(x *BM25) { x.near = [2]float64{w1, w2} }
 }
 
 // NewBM25 returns an empty BM25 index.
@@ -119,7 +145,12 @@ func (x *BM25) tokenize(text string) []string {
 }
 
 // String describes the index.
-func (x *BM25) String() string { return "BM25(k1=1.2, b=0.75)" }
+func (x *BM25) String() string {
+	if x.near != [2]float64{} {
+		return fmt.Sprintf("BM25(k1=1.2, b=0.75, neighbours %g/%g)", x.near[0], x.near[1])
+	}
+	return "BM25(k1=1.2, b=0.75)"
+}
 
 // Range returns LexicalRange, [0, 1].
 func (x *BM25) Range() Range { return LexicalRange }
@@ -138,6 +169,7 @@ func (x *BM25) scope(name string, create bool) *bm25Scope {
 			docs:     make(map[int64]map[string]float64),
 			lens:     make(map[int64]float64),
 			postings: make(map[string][]posting),
+			ctotalOK: true,
 		}
 		x.scopes[name] = s
 	}
@@ -189,6 +221,16 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 	defer s.mu.Unlock()
 	for _, p := range prep {
 		s.remove(p.seq)
+		if n := len(s.order); n == 0 || s.order[n-1] < p.seq {
+			if s.ctotalOK {
+				s.ctotal += s.appendDelta(p.seq, p.n, x.near)
+			}
+			s.order = append(s.order, p.seq)
+		} else {
+			i, _ := slices.BinarySearch(s.order, p.seq)
+			s.order = slices.Insert(s.order, i, p.seq)
+			s.ctotalOK = false
+		}
 		s.docs[p.seq] = p.tf
 		s.lens[p.seq] = p.n
 		s.total += p.n
@@ -196,39 +238,13 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 			s.setPosting(t, p.seq, f)
 		}
 	}
-	return nil
-}
-
-// AddContext adds c's terms, each occurrence counting c.Weight, to the doc
-// with Seq seq in scope (see ContextAdder); it costs O(terms of c.Text).
-func (x *BM25) AddContext(ctx context.Context, scope string, seq int64, c Context) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
+	if !s.ctotalOK {
+		total := 0.0
+		for i := range s.order {
+			total += s.nearLen(i, x.near)
+		}
+		s.ctotal, s.ctotalOK = total, true
 	}
-	if err := checkContexts([]Doc{{Seq: seq, Context: []Context{c}}}); err != nil {
-		return err
-	}
-	terms := x.tokenize(c.Text)
-	if len(terms) == 0 {
-		return nil
-	}
-	s := x.scope(scope, false)
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tf, ok := s.docs[seq]
-	if !ok {
-		return nil
-	}
-	for _, t := range terms {
-		tf[t] += c.Weight
-		s.setPosting(t, seq, tf[t])
-	}
-	n := c.Weight * float64(len(terms))
-	s.lens[seq] += n
-	s.total += n
 	return nil
 }
 
@@ -277,6 +293,10 @@ func (s *bm25Scope) remove(seq int64) {
 	s.total -= s.lens[seq]
 	delete(s.docs, seq)
 	delete(s.lens, seq)
+	if i, ok := slices.BinarySearch(s.order, seq); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+	s.ctotalOK = false
 }
 
 // Search returns the k best docs of scope for query (see BM25 for the
@@ -311,6 +331,9 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	if avg == 0 {
 		avg = 1
 	}
+	if x.near != [2]float64{} {
+		return s.searchNear(terms, k, x.near), nil
+	}
 	scores := make(map[int64]float64)
 	var norm float64
 	for _, t := range terms {
@@ -332,6 +355,91 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 		hits = hits[:k]
 	}
 	return hits, nil
+}
+
+// appendDelta is how much the sum of the docs' lengths with their
+// neighbours grows when a doc of length n and Seq seq joins the end of
+// the order (the caller then appends it): its own length, and each pair
+// it makes with the two docs before it, counted both ways.
+func (s *bm25Scope) appendDelta(seq int64, n float64, near [2]float64) float64 {
+	d := n
+	for dist := 1; dist <= 2; dist++ {
+		if i := len(s.order) - dist; i >= 0 {
+			d += near[dist-1] * (s.lens[s.order[i]] + n)
+		}
+	}
+	return d
+}
+
+// nearLen is the length of the doc at position i of the order with its
+// neighbours'.
+func (s *bm25Scope) nearLen(i int, near [2]float64) float64 {
+	l := s.lens[s.order[i]]
+	for dist := 1; dist <= 2; dist++ {
+		for _, j := range [2]int{i - dist, i + dist} {
+			if j >= 0 && j < len(s.order) {
+				l += near[dist-1] * s.lens[s.order[j]]
+			}
+		}
+	}
+	return l
+}
+
+// searchNear is Search with neighbour weights (see WithNeighbourWeights):
+// the same scoring over each doc's terms and its neighbours', weighted.
+// The caller holds s.mu for reading.
+func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
+	n := len(s.order)
+	avg := s.ctotal / float64(n) // Add keeps ctotal up to date
+	if avg == 0 {
+		avg = 1
+	}
+	weight := [5]float64{near[1], near[0], 1, near[0], near[1]} // by offset -2..2
+	ctf := make(map[int][]float64)                              // position → weighted frequency per term
+	idf := make([]float64, len(terms))
+	var norm float64
+	for ti, t := range terms {
+		df := 0
+		for _, ps := range s.postings[t] {
+			p, ok := slices.BinarySearch(s.order, ps.seq)
+			if !ok {
+				continue
+			}
+			for off := -2; off <= 2; off++ {
+				d, w := p+off, weight[off+2]
+				if d < 0 || d >= n || w == 0 {
+					continue
+				}
+				c := ctf[d]
+				if c == nil {
+					c = make([]float64, len(terms))
+					ctf[d] = c
+				}
+				if c[ti] == 0 {
+					df++
+				}
+				c[ti] += w * ps.tf
+			}
+		}
+		idf[ti] = math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+		norm += idf[ti] * (BM25K1 + 1)
+	}
+	hits := make([]Hit, 0, len(ctf))
+	for d, c := range ctf {
+		dl := s.nearLen(d, near)
+		sc := 0.0
+		for ti, tf := range c {
+			if tf > 0 {
+				sc += idf[ti] * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
+			}
+		}
+		hits = append(hits, Hit{Seq: s.order[d], Score: sc / norm})
+	}
+	sortHits(hits)
+	if len(hits) > k {
+		hits = hits[:k]
+	}
+	return hits
 }
 
 // Delete removes scope's docs.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -251,37 +251,88 @@ func TestBM25Context(t *testing.T) {
 	assert.Empty(t, hits, "a rejected Add adds nothing")
 }
 
-func TestBM25AddContextEqualsContextAtAdd(t *testing.T) {
+// TestBM25NeighbourWeightsEqualExplicitContext: scoring with neighbour
+// weights gives the scores an index gets when each doc is added with its
+// neighbours' texts as Context — for docs added in order, out of order,
+// replaced, and interleaved with searches.
+func TestBM25NeighbourWeightsEqualExplicitContext(t *testing.T) {
 	ctx := context.Background()
-	docs := []retrieval.Doc{
-		{Seq: 1, Text: "we booked the cabin"},
-		{Seq: 2, Text: "the lake trip was lovely"},
-		{Seq: 3, Text: "nothing in common here"},
+	rng := rand.New(rand.NewPCG(7, 9))
+	words := strings.Fields("lake cabin sauna key trip budget offsite lisbon june hiring engineers monday paint fence dog walk")
+	texts := make([]string, 60)
+	for i := range texts {
+		var b strings.Builder
+		for j := 0; j < 1+rng.IntN(6); j++ {
+			b.WriteString(words[rng.IntN(len(words))] + " ")
+		}
+		if i%13 == 4 {
+			b.Reset() // an empty doc still takes its place in the order
+		}
+		texts[i] = b.String()
 	}
-	later := retrieval.NewBM25()
-	require.NoError(t, later.Add(ctx, "s", docs))
-	require.NoError(t, later.AddContext(ctx, "s", 1, retrieval.Context{Text: "trip to the lake", Weight: 0.4}))
-	require.NoError(t, later.AddContext(ctx, "s", 99, retrieval.Context{Text: "lake", Weight: 0.4}), "a doc that is not there is left alone")
-	require.NoError(t, later.AddContext(ctx, "other", 1, retrieval.Context{Text: "lake", Weight: 0.4}), "nor a scope")
-
-	atAdd := retrieval.NewBM25()
-	withCtx := slices.Clone(docs)
-	withCtx[0].Context = []retrieval.Context{{Text: "trip to the lake", Weight: 0.4}}
-	require.NoError(t, atAdd.Add(ctx, "s", withCtx))
-
-	for _, q := range []string{"lake trip", "cabin", "lake cabin common"} {
-		a, err := later.Search(ctx, "s", q, 10)
+	const w1, w2 = 0.5, 0.25
+	explicit := func(n int) *retrieval.BM25 {
+		x := retrieval.NewBM25()
+		var docs []retrieval.Doc
+		for i := 0; i < n; i++ {
+			d := retrieval.Doc{Seq: int64(10 * (i + 1)), Text: texts[i]}
+			for dist, w := range map[int]float64{1: w1, 2: w2} {
+				for _, j := range []int{i - dist, i + dist} {
+					if j >= 0 && j < n && texts[j] != "" {
+						d.Context = append(d.Context, retrieval.Context{Text: texts[j], Weight: w})
+					}
+				}
+			}
+			docs = append(docs, d)
+		}
+		require.NoError(t, x.Add(ctx, "s", docs))
+		return x
+	}
+	near := retrieval.NewBM25(retrieval.WithNeighbourWeights(w1, w2))
+	// Out of order: the even docs first, then the odd ones, one by one,
+	// with a replacement of doc 3 and searches in between.
+	var order []int
+	for i := 0; i < len(texts); i += 2 {
+		order = append(order, i)
+	}
+	for i := 1; i < len(texts); i += 2 {
+		order = append(order, i)
+	}
+	for n, i := range order {
+		require.NoError(t, near.Add(ctx, "s", []retrieval.Doc{{Seq: int64(10 * (i + 1)), Text: texts[i]}}))
+		if n == len(order)/2 {
+			_, err := near.Search(ctx, "s", "lake", 5)
+			require.NoError(t, err)
+			require.NoError(t, near.Add(ctx, "s", []retrieval.Doc{{Seq: 40, Text: texts[3]}}), "replace doc 3 with itself")
+		}
+	}
+	want := explicit(len(texts))
+	for _, q := range []string{"lake cabin", "hiring engineers monday", "dog", "budget lisbon june", "nothing matches this"} {
+		a, err := near.Search(ctx, "s", q, 100)
 		require.NoError(t, err)
-		b, err := atAdd.Search(ctx, "s", q, 10)
+		b, err := want.Search(ctx, "s", q, 100)
 		require.NoError(t, err)
 		require.Len(t, a, len(b), q)
 		for i := range a {
-			assert.Equal(t, b[i].Seq, a[i].Seq, q)
-			assert.InDelta(t, b[i].Score, a[i].Score, 1e-12, q)
+			assert.Equal(t, b[i].Seq, a[i].Seq, "%s: hit %d", q, i)
+			assert.InDelta(t, b[i].Score, a[i].Score, 1e-9, "%s: hit %d", q, i)
 		}
 	}
-	err := later.AddContext(ctx, "s", 1, retrieval.Context{Text: "x", Weight: 2})
-	assert.ErrorIs(t, err, retrieval.ErrInvalidArgument)
+	// And in order, appended one by one (the incremental length sum).
+	inOrder := retrieval.NewBM25(retrieval.WithNeighbourWeights(w1, w2))
+	for i := range texts {
+		require.NoError(t, inOrder.Add(ctx, "s", []retrieval.Doc{{Seq: int64(10 * (i + 1)), Text: texts[i]}}))
+	}
+	a, err := inOrder.Search(ctx, "s", "lake cabin sauna", 100)
+	require.NoError(t, err)
+	b, err := want.Search(ctx, "s", "lake cabin sauna", 100)
+	require.NoError(t, err)
+	require.Len(t, a, len(b))
+	for i := range a {
+		assert.Equal(t, b[i].Seq, a[i].Seq)
+		assert.InDelta(t, b[i].Score, a[i].Score, 1e-9)
+	}
+	assert.Panics(t, func() { retrieval.WithNeighbourWeights(1.5, 0) })
 }
 
 func TestBM25WithTokenizer(t *testing.T) {

@@ -53,8 +53,8 @@ func WithMinScores(minA, minB float64) HybridOption {
 // no hits and the error joins both causes.
 //
 // The result implements Durable when a or b does (AddSince passes since to
-// the durable parts and every doc to the others), and Releaser and
-// ContextAdder, forwarding to the parts that implement them. A nil part is an error, as is a bad
+// the durable parts and every doc to the others), and Releaser, forwarding
+// to the parts that implement it. A nil part is an error, as is a bad
 // option.
 func NewHybrid(a, b Index, opts ...HybridOption) (Index, error) {
 	if isNil(a) || isNil(b) {
@@ -86,24 +86,10 @@ type hybrid struct {
 type durableHybrid struct{ *hybrid }
 
 var (
-	_ Index        = (*hybrid)(nil)
-	_ Releaser     = (*hybrid)(nil)
-	_ ContextAdder = (*hybrid)(nil)
-	_ Durable      = (*durableHybrid)(nil)
+	_ Index    = (*hybrid)(nil)
+	_ Releaser = (*hybrid)(nil)
+	_ Durable  = (*durableHybrid)(nil)
 )
-
-// AddContext forwards to the parts that implement ContextAdder (see
-// ContextAdder); the others ignore contexts.
-func (h *hybrid) AddContext(ctx context.Context, scope string, seq int64, c Context) error {
-	for _, p := range h.parts {
-		if a, ok := p.(ContextAdder); ok {
-			if err := a.AddContext(ctx, scope, seq, c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // String describes the index.
 func (h *hybrid) String() string {

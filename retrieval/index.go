@@ -127,17 +127,6 @@ type Durable interface {
 	CheckSpaces(recorded []Space) error
 }
 
-// ContextAdder is implemented by indexes that weight a Doc's Context
-// (BM25, and a hybrid with such a part): AddContext adds c to the context
-// of the doc with Seq seq in scope, as if it had been in its Context when
-// it was added, without indexing the doc again. A doc that is not there
-// is left alone (no error). memories.Recall uses it to give a turn the
-// words of the turns said after it. A weight outside (0, 1] is an error
-// wrapping ErrInvalidArgument.
-type ContextAdder interface {
-	AddContext(ctx context.Context, scope string, seq int64, c Context) error
-}
-
 // Releaser is implemented by indexes that hold per-scope state in process
 // memory (BM25). Release frees scope's in-process state, leaving anything
 // durable alone; whoever feeds the index adds the scope's docs again before
