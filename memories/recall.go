@@ -163,7 +163,9 @@ type RecallEvent struct {
 // already shows (WithExcludeRecent) are dropped first, then those scoring
 // below the threshold (WithThreshold; by default none: every candidate the
 // index returns passes — for BM25 that is every unit sharing a term with
-// the query or its context), then all but the best k (WithK, default 3).
+// the query or its context), then those whose text (case and spacing
+// aside) is that of a better hit — the same words said again —, then all
+// but the best k (WithK, default 3).
 // Each kept unit brings its n neighbouring units on either side
 // (WithNeighbours) unless a recent window shows them; without
 // WithNeighbours, in turn units, each kept turn brings its partner — the
@@ -828,6 +830,9 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	scores := make(map[int]float64)
 	var dropped []observe.Item
 	var droppedAt []int // dropped[n] is exs[droppedAt[n]]
+	// texts holds the hits' texts (key): a hit with the text of a better
+	// one (the same words said again) is left out, ReasonDuplicate.
+	texts := make(map[string]struct{})
 	for _, h := range hits {
 		i, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
 		if !ok {
@@ -837,15 +842,19 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			continue
 		}
 		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
-		switch {
+		key := exs[i].key()
+		switch _, dup := texts[key]; {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
 		case h.Score < m.threshold:
 			item.Reason = observe.ReasonThreshold
 		case len(scores) >= k:
 			item.Reason = observe.ReasonRank
+		case dup:
+			item.Reason = observe.ReasonDuplicate
 		default:
 			scores[i] = h.Score
+			texts[key] = struct{}{}
 			continue
 		}
 		dropped = append(dropped, item)
@@ -1377,6 +1386,12 @@ func (m *Recall) appendExchange(exs []recallExchange, r store.Record) []recallEx
 	x.through = r.Seq
 	x.msgs = append(x.msgs, r.Message)
 	return exs
+}
+
+// key is x's text as a duplicate check compares it: lower-case, runs of
+// white space as one space.
+func (x recallExchange) key() string {
+	return strings.Join(strings.Fields(strings.ToLower(x.text())), " ")
 }
 
 // text is what the index sees of the exchange: its messages' contents, one

@@ -3,6 +3,7 @@ package memories_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,4 +118,33 @@ func TestRecall_IncrementalContextEqualsRebuild(t *testing.T) {
 			assert.InDelta(t, b[j].Score, a[j].Score, 1e-9, "%s: item %d", q, j)
 		}
 	}
+}
+
+// TestRecall_DuplicateHits: the same words said again are shown once —
+// the best-ranked copy (BM25 ties: the newest) — and the others are
+// reported as duplicates.
+func TestRecall_DuplicateHits(t *testing.T) {
+	ctx := context.Background()
+	m, err := memories.NewRecall(memories.WithK(3), memories.WithContextWeight(0), memories.WithRecallDates(false), memories.WithNeighbours(0))
+	require.NoError(t, err)
+	for _, tt := range [][2]string{
+		{"The wifi password is lighthouse.", "Noted."},
+		{"Lunch?", "Pasta."},
+		{"the wifi  password is LIGHTHOUSE.", "Noted again."},
+		{"What about the wifi router?", "It is in the attic."},
+	} {
+		require.NoError(t, m.SaveContext(ctx, map[string]any{"input": tt[0]}, map[string]any{"output": tt[1]}))
+	}
+	rec := observe.NewRecorder(observe.OpLoad, "recall", "x")
+	got := rcAsk(t, m, observe.WithRecorder(ctx, rec), "wifi password")
+	assert.Equal(t, 1, strings.Count(strings.ToLower(got), "password is lighthouse"), got)
+	assert.Contains(t, got, "wifi router", "the third hit takes the place the copy would have had")
+	r := rec.Finish(0, nil)
+	var dups int
+	for _, it := range r.Dropped {
+		if it.Reason == observe.ReasonDuplicate {
+			dups++
+		}
+	}
+	assert.Equal(t, 1, dups, "%v", r.Dropped)
 }

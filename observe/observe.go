@@ -49,6 +49,7 @@ const (
 	ReasonShownElsewhere = "shown_by_recent" // already shown by a recent window
 	ReasonSuperseded     = "superseded"      // a newer value replaced it
 	ReasonOverridden     = "overridden_key"  // a later layer loads the same variable
+	ReasonDuplicate      = "duplicate"       // the same text as an item shown
 )
 
 // Item is one thing a layer injected or dropped. It names the thing, never

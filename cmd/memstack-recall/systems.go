@@ -12,6 +12,7 @@ import (
 	"github.com/tmc/langchaingo/schema"
 
 	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/extract"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/retrieval"
 )
@@ -75,6 +76,7 @@ func systems(budget int, emb embeddings.Embedder, embName string, failures *inde
 		{defaultName, groupDefault, stack(budget)},
 		{"RecentN(6) + Recall(WithK(8), WithNeighbours(1)) (hand-tuned)", groupVariant, stack(budget, memories.WithK(8), memories.WithNeighbours(1))},
 	}
+	list = append(list, system{"RecentN(6) + Facts(patterns) + Recall(WithExcludeRecent(6)) (the README's three layers)", groupBaseline, threeLayers(budget)})
 	list = append(list, ablations(budget)...)
 	if emb != nil {
 		hook := memories.WithRecallHook(failures.record)
@@ -106,6 +108,31 @@ func stack(budget int, opts ...memories.Option) func() (schema.Memory, error) {
 			return nil, err
 		}
 		return combined.New([]schema.Memory{recent, recall}, combined.WithTokenBudget(budget))
+	}
+}
+
+// threeLayers returns the factory of the README's long-term stack:
+// RecentN(6), Facts over the built-in patterns (no model) and Recall
+// leaving out what the window shows, under one budget.
+func threeLayers(budget int) func() (schema.Memory, error) {
+	return func() (schema.Memory, error) {
+		recent, err := memories.NewRecentN(recentN)
+		if err != nil {
+			return nil, err
+		}
+		patterns, err := extract.NewPatterns()
+		if err != nil {
+			return nil, err
+		}
+		facts, err := memories.NewFacts(patterns)
+		if err != nil {
+			return nil, err
+		}
+		recall, err := memories.NewRecall(memories.WithExcludeRecent(recentN))
+		if err != nil {
+			return nil, err
+		}
+		return combined.New([]schema.Memory{recent, facts, recall}, combined.WithTokenBudget(budget))
 	}
 }
 
