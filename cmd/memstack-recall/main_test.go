@@ -137,6 +137,7 @@ func TestRunFixture(t *testing.T) {
 		"memstack TokenWindow(1000)",
 		defaultName,
 		"RecentN(6) + Recall(WithK(8), WithNeighbours(1)) (hand-tuned)",
+		threeLayersName,
 	}
 	require.Len(t, rows, len(names), report)
 	for i, r := range rows {
@@ -157,7 +158,12 @@ func TestRunFixture(t *testing.T) {
 	ablation := section(t, report, "## Ablation", "## Speed")
 	assert.Contains(t, ablation, "| "+defaultName+" |")
 	assert.Contains(t, ablation, "| RecentN(6) + Recall(WithK(8), WithNeighbours(1)) (hand-tuned) |")
-	assert.Equal(t, 2, strings.Count(ablation, "\n| ")-1, "two variants, after the header:\n%s", ablation)
+	measured := section(t, ablation, "| variant |", "Tried and not kept")
+	assert.Equal(t, 2+len(ablations(defaultBudget)), strings.Count(measured, "\n| "),
+		"the default, the hand-tuned variant and each ablation, after the header:\n%s", ablation)
+	for _, a := range ablations(defaultBudget) {
+		assert.Contains(t, measured, "| "+a.name+" |")
+	}
 	assert.Equal(t, 4, strings.Count(section(t, report, "## Speed", "\x00"), "\n| ")-1, "two memories at two sizes")
 
 	// No text from the data.
@@ -191,7 +197,7 @@ func TestBudgetAppliesToEveryBudgetedSystem(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-locomo", path, "-out", "", "-budget", "300", "-speed-messages", "0"}, &out))
 	rows := mainRows(t, out.String())
-	require.Len(t, rows, 5)
+	require.Len(t, rows, 6)
 	assert.Equal(t, "langchaingo ConversationTokenBuffer(300)", rows[1].name)
 	assert.Equal(t, "memstack TokenWindow(300)", rows[2].name)
 	for _, r := range rows[1:] {
@@ -273,12 +279,12 @@ func TestEmbedderOllama(t *testing.T) {
 		"-embedder", "ollama", "-model", testsvc.OllamaModel, "-ollama-url", base}
 	require.NoError(t, run(context.Background(), args, &out))
 	rows := mainRows(t, out.String())
-	require.Len(t, rows, 7, out.String())
+	require.Len(t, rows, 8, out.String())
 	want := []string{
 		"RecentN(6) + Recall(WithVector(ollama/" + testsvc.OllamaModel + "))",
 		"RecentN(6) + Recall(WithHybrid(ollama/" + testsvc.OllamaModel + "))",
 	}
-	for i, r := range rows[5:] {
+	for i, r := range rows[6:] {
 		assert.Equal(t, want[i], r.name)
 		assert.True(t, r.recall >= 0 && r.recall <= 1, "%s: recall %v", r.name, r.recall)
 		assert.Positive(t, r.mean, "%s loads something", r.name)

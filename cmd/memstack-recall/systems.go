@@ -76,7 +76,7 @@ func systems(budget int, emb embeddings.Embedder, embName string, failures *inde
 		{defaultName, groupDefault, stack(budget)},
 		{"RecentN(6) + Recall(WithK(8), WithNeighbours(1)) (hand-tuned)", groupVariant, stack(budget, memories.WithK(8), memories.WithNeighbours(1))},
 	}
-	list = append(list, system{"RecentN(6) + Facts(patterns) + Recall(WithExcludeRecent(6)) (the README's three layers)", groupBaseline, threeLayers(budget)})
+	list = append(list, system{threeLayersName, groupBaseline, threeLayers(budget)})
 	list = append(list, ablations(budget)...)
 	if emb != nil {
 		hook := memories.WithRecallHook(failures.record)
@@ -110,6 +110,9 @@ func stack(budget int, opts ...memories.Option) func() (schema.Memory, error) {
 		return combined.New([]schema.Memory{recent, recall}, combined.WithTokenBudget(budget))
 	}
 }
+
+// threeLayersName names the README's long-term stack.
+const threeLayersName = "RecentN(6) + Facts(patterns) + Recall(WithExcludeRecent(6)) (the README's three layers)"
 
 // threeLayers returns the factory of the README's long-term stack:
 // RecentN(6), Facts over the built-in patterns (no model) and Recall
