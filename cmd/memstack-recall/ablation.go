@@ -14,7 +14,13 @@ import (
 // Recall's defaults undone at a time, and with all of them undone (the
 // Recall memstack had before they were measured), at budget tokens.
 func ablations(budget int) []system {
+	// The default index with the former stemmer: the same neighbour
+	// weights (memories.DefaultRecallContextWeight and half of it).
+	w := memories.DefaultRecallContextWeight
 	light := func() memories.Option {
+		return memories.WithIndex(retrieval.NewBM25(retrieval.WithTokenizer(lightTokenize), retrieval.WithNeighbourWeights(w, w/2)))
+	}
+	lightAlone := func() memories.Option {
 		return memories.WithIndex(retrieval.NewBM25(retrieval.WithTokenizer(lightTokenize)))
 	}
 	row := func(name string, opts ...func() memories.Option) system {
@@ -34,13 +40,13 @@ func ablations(budget int) []system {
 	noDates := func() memories.Option { return memories.WithRecallDates(false) }
 	return []system{
 		row("− turns: exchange units (WithRecallUnit(RecallExchanges))", exchanges),
-		row("− neighbours' words in the index (WithContextWeight(0))", noContext),
+		row("− neighbours' words in each unit's score (WithContextWeight(0))", noContext),
 		row("− neighbours offered to the budget (WithNeighbourShare(0))", noShare),
 		row("− filling the budget: at most 3 hits (WithK(3))", k3),
 		row("− dates in the question (WithQueryDates(false))", noQueryDates),
 		row("− dates shown (WithRecallDates(false)): their token cost", noDates),
 		row("− Snowball: the former hand-written stemmer", light),
-		row("all of the above undone (memstack's Recall before)", exchanges, noContext, noShare, k3, noQueryDates, light),
+		row("all of the above undone (memstack's Recall before)", exchanges, noShare, k3, noQueryDates, lightAlone),
 	}
 }
 
