@@ -349,3 +349,10 @@ func TestBM25WithTokenizer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, hits, "nil keeps Tokenize, which drops stop words")
 }
+
+func TestTokenizeWith(t *testing.T) {
+	upper := retrieval.TokenizeWith(strings.ToUpper)
+	assert.Equal(t, []string{"SETTLED", "POSTGRESQL", "16"}, upper("What did we settle on? We settled on PostgreSQL 16.")[1:])
+	assert.Equal(t, []string{"settled", "plans"}, retrieval.TokenizeWith(nil)("the settled plans"))
+	assert.Equal(t, retrieval.Tokenize("meetings were planned"), retrieval.TokenizeWith(retrieval.Stem)("meetings were planned"))
+}

@@ -21,7 +21,19 @@ import (
 //
 // Text in other languages is tokenised by steps 1, 2 and 4 and matched
 // word for word (the English stemmer rarely changes non-English words).
-func Tokenize(text string) []string {
+func Tokenize(text string) []string { return tokenize(text, Stem) }
+
+// TokenizeWith returns Tokenize with stem in place of Stem (nil: no
+// stemming) — the same splitting, lower-casing and stop words with
+// another stemmer, another language's say. Pass it to WithTokenizer.
+func TokenizeWith(stem func(string) string) func(text string) []string {
+	if stem == nil {
+		stem = func(w string) string { return w }
+	}
+	return func(text string) []string { return tokenize(text, stem) }
+}
+
+func tokenize(text string, stem func(string) string) []string {
 	var out []string
 	var cur strings.Builder
 	flush := func() {
@@ -33,7 +45,7 @@ func Tokenize(text string) []string {
 		if !keep(w) {
 			return
 		}
-		out = append(out, Stem(w))
+		out = append(out, stem(w))
 	}
 	for _, r := range text {
 		switch {

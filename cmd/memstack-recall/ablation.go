@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/tmc/langchaingo/schema"
 
@@ -53,35 +52,7 @@ func ablations(budget int) []system {
 // lightTokenize is retrieval.Tokenize as it was before the Snowball
 // stemmer, with its hand-written light stemmer: kept here only to measure
 // what the stemmer changed.
-func lightTokenize(text string) []string {
-	var out []string
-	var cur strings.Builder
-	flush := func() {
-		if cur.Len() == 0 {
-			return
-		}
-		w := cur.String()
-		cur.Reset()
-		if (len(w) == 1 && w[0] >= 'a' && w[0] <= 'z') || retrieval.StopWord(w) {
-			return
-		}
-		out = append(out, lightStem(w))
-	}
-	for _, r := range text {
-		switch {
-		case unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
-			unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r):
-			flush()
-			out = append(out, string(unicode.ToLower(r)))
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			cur.WriteRune(unicode.ToLower(r))
-		default:
-			flush()
-		}
-	}
-	flush()
-	return out
-}
+var lightTokenize = retrieval.TokenizeWith(lightStem)
 
 // lightStem is the former retrieval.Stem.
 func lightStem(w string) string {
