@@ -812,7 +812,16 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	var hits []retrieval.Hit
 	if strings.TrimSpace(query) != "" {
-		hits, err = m.search(ctx, id, query, min(len(exs), 2*k+nExcluded))
+		// Hits for units no longer stored (a durable index keeps what
+		// another writer cleared) take no place: ask again for more while
+		// they crowd out the k wanted (up to maxRecallSearch hits).
+		want := min(len(exs), 2*k+nExcluded)
+		for ask := want; ; ask *= 4 {
+			hits, err = m.search(ctx, id, query, ask)
+			if err != nil || len(hits) < ask || ask >= maxRecallSearch || m.stored(exs, hits) >= want {
+				break
+			}
+		}
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -935,6 +944,21 @@ func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date quer
 	}
 	slices.SortStableFunc(out, func(a, b retrieval.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	return out
+}
+
+// maxRecallSearch bounds how many hits a load asks the index for when
+// hits for units no longer stored crowd out the ones wanted.
+const maxRecallSearch = 2048
+
+// stored counts the hits whose unit is in exs.
+func (m *Recall) stored(exs []recallExchange, hits []retrieval.Hit) int {
+	n := 0
+	for _, h := range hits {
+		if _, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) }); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // partner returns the turn shown with turn i when an unbudgeted load
@@ -1243,12 +1267,14 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 	if err != nil {
 		return nil, err
 	}
-	if e.exsOK && m.durable == nil {
+	if (e.exsOK || e.ready) && m.durable == nil {
 		// The store changed other than by appends (another writer cleared
-		// it or removed a prefix): drop the in-process index of the
-		// identity and index what is stored now, so removed exchanges do
-		// not take the places of real hits. (A durable index keeps its
-		// entries; hits for removed exchanges are skipped.)
+		// it or removed a prefix), or this is the first load and saves
+		// indexed before it, which may have been cleared since: drop the
+		// in-process index of the identity and index what is stored now,
+		// so removed units do not take the places of real hits. (A
+		// durable index keeps its entries; hits for removed units are
+		// skipped, and the search asks for more — see selectExchanges.)
 		if err := m.idx.Delete(ctx, id.Key()); err != nil {
 			return nil, fmt.Errorf("memstack: resetting the recall index: %w", err)
 		}
@@ -1265,9 +1291,13 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 // variablesOf renders the exchanges exs[i] for i in order (ascending).
 func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any, error) {
 	if m.cfg.returnMessages {
+		// Copies: a caller may change what it gets (a tool call's
+		// arguments) without changing the next load.
 		msgs := []llms.ChatMessage{}
 		for _, i := range order {
-			msgs = append(msgs, exs[i].msgs...)
+			for _, msg := range exs[i].msgs {
+				msgs = append(msgs, store.CloneMessage(msg))
+			}
 		}
 		return map[string]any{m.cfg.memoryKey: msgs}, nil
 	}
