@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -75,6 +76,7 @@ type bm25Scope struct {
 	// order, and the sum of the docs' lengths with their neighbours'
 	// (ctotal), valid when ctotalOK.
 	order    []int64
+	olen     []float64 // olen[i] is the length of the doc order[i]
 	ctotal   float64
 	ctotalOK bool
 }
@@ -226,9 +228,11 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 				s.ctotal += s.appendDelta(p.seq, p.n, x.near)
 			}
 			s.order = append(s.order, p.seq)
+			s.olen = append(s.olen, p.n)
 		} else {
 			i, _ := slices.BinarySearch(s.order, p.seq)
 			s.order = slices.Insert(s.order, i, p.seq)
+			s.olen = slices.Insert(s.olen, i, p.n)
 			s.ctotalOK = false
 		}
 		s.docs[p.seq] = p.tf
@@ -295,6 +299,7 @@ func (s *bm25Scope) remove(seq int64) {
 	delete(s.lens, seq)
 	if i, ok := slices.BinarySearch(s.order, seq); ok {
 		s.order = slices.Delete(s.order, i, i+1)
+		s.olen = slices.Delete(s.olen, i, i+1)
 	}
 	s.ctotalOK = false
 }
@@ -350,10 +355,7 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	for seq, sc := range scores {
 		hits = append(hits, Hit{Seq: seq, Score: sc / norm})
 	}
-	sortHits(hits)
-	if len(hits) > k {
-		hits = hits[:k]
-	}
+	hits = topHits(hits, k)
 	return hits, nil
 }
 
@@ -365,7 +367,7 @@ func (s *bm25Scope) appendDelta(seq int64, n float64, near [2]float64) float64 {
 	d := n
 	for dist := 1; dist <= 2; dist++ {
 		if i := len(s.order) - dist; i >= 0 {
-			d += near[dist-1] * (s.lens[s.order[i]] + n)
+			d += near[dist-1] * (s.olen[i] + n)
 		}
 	}
 	return d
@@ -374,11 +376,11 @@ func (s *bm25Scope) appendDelta(seq int64, n float64, near [2]float64) float64 {
 // nearLen is the length of the doc at position i of the order with its
 // neighbours'.
 func (s *bm25Scope) nearLen(i int, near [2]float64) float64 {
-	l := s.lens[s.order[i]]
+	l := s.olen[i]
 	for dist := 1; dist <= 2; dist++ {
 		for _, j := range [2]int{i - dist, i + dist} {
-			if j >= 0 && j < len(s.order) {
-				l += near[dist-1] * s.lens[s.order[j]]
+			if j >= 0 && j < len(s.olen) {
+				l += near[dist-1] * s.olen[j]
 			}
 		}
 	}
@@ -395,13 +397,20 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		avg = 1
 	}
 	weight := [5]float64{near[1], near[0], 1, near[0], near[1]} // by offset -2..2
-	ctf := make(map[int][]float64)                              // position → weighted frequency per term
-	idf := make([]float64, len(terms))
+	nt := len(terms)
+	// The candidates: slot[d]-1 indexes cand (positions) and ctf (their
+	// weighted frequencies, nt per candidate).
+	slot := make([]int32, n)
+	var cand []int
+	var ctf []float64
+	idf := make([]float64, nt)
 	var norm float64
 	for ti, t := range terms {
-		df := 0
+		df, p := 0, 0
 		for _, ps := range s.postings[t] {
-			p, ok := slices.BinarySearch(s.order, ps.seq)
+			// Postings and order are both in Seq order: search forward.
+			q, ok := slices.BinarySearch(s.order[p:], ps.seq)
+			p += q
 			if !ok {
 				continue
 			}
@@ -410,35 +419,36 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 				if d < 0 || d >= n || w == 0 {
 					continue
 				}
-				c := ctf[d]
-				if c == nil {
-					c = make([]float64, len(terms))
-					ctf[d] = c
+				c := int(slot[d]) - 1
+				if c < 0 {
+					c = len(cand)
+					slot[d] = int32(c + 1)
+					cand = append(cand, d)
+					for range nt {
+						ctf = append(ctf, 0)
+					}
 				}
-				if c[ti] == 0 {
+				if ctf[c*nt+ti] == 0 {
 					df++
 				}
-				c[ti] += w * ps.tf
+				ctf[c*nt+ti] += w * ps.tf
 			}
 		}
 		idf[ti] = math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 		norm += idf[ti] * (BM25K1 + 1)
 	}
-	hits := make([]Hit, 0, len(ctf))
-	for d, c := range ctf {
+	hits := make([]Hit, 0, len(cand))
+	for c, d := range cand {
 		dl := s.nearLen(d, near)
 		sc := 0.0
-		for ti, tf := range c {
+		for ti, tf := range ctf[c*nt : (c+1)*nt] {
 			if tf > 0 {
 				sc += idf[ti] * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
 			}
 		}
 		hits = append(hits, Hit{Seq: s.order[d], Score: sc / norm})
 	}
-	sortHits(hits)
-	if len(hits) > k {
-		hits = hits[:k]
-	}
+	hits = topHits(hits, k)
 	return hits
 }
 
@@ -456,6 +466,48 @@ func (x *BM25) Release(scope string) {
 	x.mu.Lock()
 	delete(x.scopes, scope)
 	x.mu.Unlock()
+}
+
+// topHits returns the k best of hits in sortHits' order, in
+// O(len(hits) log k): a bounded heap, not a sort of every hit.
+func topHits(hits []Hit, k int) []Hit {
+	if len(hits) <= k {
+		sortHits(hits)
+		return hits
+	}
+	h := hitHeap(slices.Clone(hits[:k]))
+	heap.Init(&h)
+	for _, x := range hits[k:] {
+		if better(x, h[0]) {
+			h[0] = x
+			heap.Fix(&h, 0)
+		}
+	}
+	out := []Hit(h)
+	sortHits(out)
+	return out
+}
+
+// better reports whether a ranks before b (see sortHits).
+func better(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Seq > b.Seq
+}
+
+// hitHeap is a min-heap of hits: the worst kept hit on top.
+type hitHeap []Hit
+
+func (h hitHeap) Len() int           { return len(h) }
+func (h hitHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h hitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(x any)        { *h = append(*h, x.(Hit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // sortHits orders hits by score, best first, then newest (highest Seq)
