@@ -80,3 +80,26 @@ func BenchmarkRecallBudgetedLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecallTurn is one unbudgeted turn of a default Recall holding n
+// messages: SaveContext of the new turn, then LoadMemoryVariables with its
+// input, as memstack-bench measures it.
+func BenchmarkRecallTurn(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			rc, _ := rbFilled(b, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				in, out := rbTurn(n + i)
+				if err := rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := rc.LoadMemoryVariables(ctx, map[string]any{"input": in}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

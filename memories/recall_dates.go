@@ -64,6 +64,9 @@ var (
 // returns it with q less the date's text. A day that does not exist
 // ("31 June 2023") is read as its month.
 func parseQueryDate(q string) (queryDate, string, bool) {
+	if !hasYear(q) {
+		return queryDate{}, "", false // every form names a year: skip the patterns
+	}
 	try := func(re *regexp.Regexp, year, month, day int) (queryDate, string, bool) {
 		m := re.FindStringSubmatchIndex(q)
 		if m == nil {
@@ -102,4 +105,20 @@ func parseQueryDate(q string) (queryDate, string, bool) {
 		return d, rest, true
 	}
 	return try(reMonthYear, 2, 1, 0)
+}
+
+// hasYear reports whether q holds four digits in a row, as every date form
+// parseQueryDate reads does.
+func hasYear(q string) bool {
+	run := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] >= '0' && q[i] <= '9' {
+			if run++; run == 4 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }
