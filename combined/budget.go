@@ -605,11 +605,12 @@ func messageItems(msgs []llms.ChatMessage) []Item {
 			it.Group = group
 		case (t == llms.ChatMessageTypeTool || t == llms.ChatMessageTypeFunction) && open != 0:
 			it.Group = open
+		case t == llms.ChatMessageTypeSystem:
+			// Dropped last, and no end to an open tool group: results
+			// after it still go with their call.
+			it.Priority = 1
 		default:
 			open = 0
-			if t == llms.ChatMessageTypeSystem {
-				it.Priority = 1
-			}
 		}
 		items[i] = it
 	}

@@ -888,6 +888,11 @@ func groupStarts(rest []store.Record) []int {
 			open, starts[i] = i, i
 		case isToolResult(r.Message) && open >= 0:
 			starts[i] = open
+		case r.Message.GetType() == llms.ChatMessageTypeSystem:
+			// A system message between a tool call and its results is a
+			// unit of its own and does not end the call's group: the
+			// results stay with their call.
+			starts[i] = i
 		default:
 			open, starts[i] = -1, i
 		}
