@@ -86,7 +86,10 @@ type tiktokenCounter struct {
 // a boundary of cl100k's pre-tokenizer (its pattern ends every match that
 // holds a line break at the last break, and no match starts with a line
 // break followed by that character), and BPE never merges across such a
-// boundary.
+// boundary. A line longer than 1 KiB is cut further, before a word (see
+// splitLong), so counting costs time linear in the text's length whatever
+// it holds; only a run of over 1 KiB without a space is counted in chunks,
+// within a token or so per KiB of its exact count.
 func (c tiktokenCounter) CountTokens(text string) int {
 	if text == "" {
 		return 0
@@ -97,10 +100,56 @@ func (c tiktokenCounter) CountTokens(text string) int {
 	n := 0
 	for start := 0; start < len(text); {
 		end := nextCut(text, start)
-		n += c.countPiece(text[start:end])
+		for _, p := range splitLong(text[start:end]) {
+			n += c.countPiece(p)
+		}
 		start = end
 	}
 	return n
+}
+
+// maxPiece is the longest piece counted at once, in bytes: BPE's cost
+// grows with the square of a run's length, so longer pieces are cut.
+const maxPiece = 1024
+
+// splitLong cuts p into pieces of at most maxPiece bytes. Each cut is,
+// where the piece allows, before a space that follows a character other
+// than white space and precedes a letter: a boundary of cl100k's
+// pre-tokenizer (the space opens the next word's match; the match before
+// it ends at the character before), so the count stays exact. A run of
+// more than maxPiece bytes with no such place — one long "word", a DNA
+// sequence, a base64 blob — is cut at a character boundary, which may
+// change its count by a token or so per cut: linear time, not an exact
+// count, for such text.
+func splitLong(p string) []string {
+	if len(p) <= maxPiece {
+		return []string{p}
+	}
+	var out []string
+	for len(p) > maxPiece {
+		cut := -1
+		for i := maxPiece; i > maxPiece/2; i-- {
+			if p[i] == ' ' && !isSpaceAt(p, i-1) && startsLetter(p[i+1:]) {
+				cut = i
+				break
+			}
+		}
+		if cut < 0 {
+			cut = maxPiece
+			for cut > 0 && !utf8.RuneStart(p[cut]) {
+				cut--
+			}
+		}
+		out = append(out, p[:cut])
+		p = p[cut:]
+	}
+	return append(out, p)
+}
+
+// startsLetter reports whether s starts with a letter.
+func startsLetter(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r)
 }
 
 // nextCut returns the end of the piece of text that starts at start: just

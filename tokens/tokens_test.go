@@ -90,3 +90,63 @@ func TestCL100KPiecewiseIsExact(t *testing.T) {
 		require.Equal(t, want, c.CountTokens(text), "cached, text %q", text)
 	}
 }
+
+// longTexts returns n different 64 KiB texts made by next.
+func longTexts(n int, next func(*rand.Rand) string) []string {
+	rng := rand.New(rand.NewPCG(3, 4))
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for b.Len() < 64<<10 {
+			b.WriteString(next(rng))
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
+// BenchmarkCL100KLongRun and BenchmarkCL100KLongWords count 64 KiB texts
+// never seen before (no piece cached): one run of A, C, G and T with no
+// space, and ordinary words. Counting stays linear: the run costs at most
+// a few times the words (issue 10: it took seconds).
+func BenchmarkCL100KLongRun(b *testing.B) {
+	benchLong(b, func(r *rand.Rand) string { return string("ACGT"[r.IntN(4)]) })
+}
+
+func BenchmarkCL100KLongWords(b *testing.B) {
+	words := strings.Fields("the quick brown fox jumps over lazy dogs while seven wizards quietly judge boxing matches")
+	benchLong(b, func(r *rand.Rand) string { return words[r.IntN(len(words))] + " " })
+}
+
+func benchLong(b *testing.B, next func(*rand.Rand) string) {
+	c, err := tokens.CL100K()
+	require.NoError(b, err)
+	texts := longTexts(b.N, next)
+	b.SetBytes(64 << 10)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.CountTokens(texts[i])
+	}
+}
+
+// TestCL100KLongRunIsNearlyExact: a run of over 1 KiB with no space is
+// counted in chunks; the count stays within a token per chunk of the
+// exact one. Texts with spaces stay exact (TestCL100KPiecewiseIsExact).
+func TestCL100KLongRunIsNearlyExact(t *testing.T) {
+	c, err := tokens.CL100K()
+	require.NoError(t, err)
+	enc, err := tiktoken.GetEncoding("cl100k_base")
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	for b.Len() < 8<<10 {
+		b.WriteByte("ACGT"[rng.IntN(4)])
+	}
+	text := b.String()
+	want := len(enc.EncodeOrdinary(text))
+	got := c.CountTokens(text)
+	assert.InDelta(t, want, got, float64(len(text)/1024+1), "exact %d, counted %d", want, got)
+
+	words := strings.Repeat("a long line of ordinary words without any line break ", 100) // 5.4 KiB, one line
+	assert.Equal(t, len(enc.EncodeOrdinary(words)), c.CountTokens(words), "a long line with spaces is exact")
+}
