@@ -16,12 +16,14 @@
 //     extract: built-in patterns, your own rules, or an llms.Model), each
 //     with the messages it came from and when it became valid; a new value
 //     supersedes the old one, which is kept.
-//   - Recall: the past exchanges most relevant to the current input (BM25
-//     by default; vector or hybrid retrieval with WithVector/WithHybrid).
+//   - Recall: the past turns most relevant to the current input, dated, as
+//     many as a token budget leaves room for (BM25 with Snowball stemming,
+//     each turn scored with its neighbours' words, by default; vector or
+//     hybrid retrieval with WithVector/WithHybrid).
 //
 // Under combined.WithTokenBudget every type loads as items
 // (combined.Itemizer), so a budget drops whole messages, facts or
-// exchanges; and every type records its loads on the observe.Recorder in
+// turns; and every type records its loads on the observe.Recorder in
 // its context (package observe).
 //
 // # Shared behaviour

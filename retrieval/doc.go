@@ -10,8 +10,11 @@
 // doc (memstack scopes are identity keys).
 //
 //   - BM25: an in-process lexical index (Okapi BM25, k1 = 1.2, b = 0.75)
-//     over Tokenize's tokens, needing no model. Scores are normalised to
-//     [0, 1) (see BM25).
+//     over Tokenize's tokens (English Snowball stems; WithTokenizer and
+//     TokenizeWith for others), needing no model. Scores are normalised to
+//     [0, 1) (see BM25). A doc may carry weighted Context text, and
+//     WithNeighbourWeights scores each doc with its neighbours' words (how
+//     memories.Recall finds the turn that answers in other words).
 //   - Vector: a vector index over any langchaingo embeddings.Embedder and
 //     any vectorstores.VectorStore. Scores are cosine similarities in
 //     [-1, 1]. Each document carries its scope, Seq and vector space in
