@@ -269,11 +269,14 @@ type Facts struct {
 	closeCtx context.Context
 	closeAll context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	ids      map[identity]*factsEntry
-	inflight int
-	idle     chan struct{}
+	mu     sync.Mutex
+	closed bool
+	// closeDone is closed when the first Close has stopped the work;
+	// set with closed.
+	closeDone chan struct{}
+	ids       map[identity]*factsEntry
+	inflight  int
+	idle      chan struct{}
 }
 
 // factsEntry is the per-identity coordination state of a Facts memory.
@@ -649,20 +652,27 @@ func (m *Facts) Flush(ctx context.Context) error {
 // extracted by the next Facts over the same store), waits for them to stop
 // and stops background work for good. Afterwards SaveContext, AddMessage,
 // Clear and Flush return an error wrapping ErrClosed; loads, Current and
-// History keep working. Closing twice is a no-op.
+// History keep working. Closing again is a no-op that returns, like a
+// Close called concurrently, once the first Close has stopped the work.
 func (m *Facts) Close() error {
 	m.mu.Lock()
 	if m.closed {
+		// Closed, or closing: return once the first Close has stopped
+		// the work.
+		done := m.closeDone
 		m.mu.Unlock()
+		<-done
 		return nil
 	}
 	m.closed = true
+	m.closeDone = make(chan struct{})
 	idle := m.idle
 	m.mu.Unlock()
 	m.closeAll()
 	if idle != nil {
 		<-idle
 	}
+	close(m.closeDone)
 	return nil
 }
 

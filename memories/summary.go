@@ -175,11 +175,14 @@ type Summary struct {
 	closeCtx context.Context
 	closeAll context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	ids      map[identity]*sumEntry
-	inflight int           // summarizations and background workers running
-	idle     chan struct{} // closed when inflight drops to 0; nil while 0
+	mu     sync.Mutex
+	closed bool
+	// closeDone is closed when the first Close has stopped the work;
+	// set with closed.
+	closeDone chan struct{}
+	ids       map[identity]*sumEntry
+	inflight  int           // summarizations and background workers running
+	idle      chan struct{} // closed when inflight drops to 0; nil while 0
 }
 
 // sumEntry is the per-identity coordination state of a Summary.
@@ -419,20 +422,27 @@ func (m *Summary) Flush(ctx context.Context) error {
 // Close cancels every running summarization (their messages stay raw),
 // waits for them to stop and stops background work for good. Afterwards
 // SaveContext, AddMessage, Clear and Flush return ErrClosed; loads keep
-// working. Closing twice is a no-op.
+// working. Closing again is a no-op that returns, like a Close called
+// concurrently, once the first Close has stopped the work.
 func (m *Summary) Close() error {
 	m.mu.Lock()
 	if m.closed {
+		// Closed, or closing: return once the first Close has stopped
+		// the work.
+		done := m.closeDone
 		m.mu.Unlock()
+		<-done
 		return nil
 	}
 	m.closed = true
+	m.closeDone = make(chan struct{})
 	idle := m.idle
 	m.mu.Unlock()
 	m.closeAll()
 	if idle != nil {
 		<-idle
 	}
+	close(m.closeDone)
 	return nil
 }
 
