@@ -43,8 +43,10 @@ func TestConcurrentCloseWaitsForTheWork(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
-		name  string
-		mem   interface{ SaveContext(context.Context, map[string]any, map[string]any) error }
+		name string
+		mem  interface {
+			SaveContext(context.Context, map[string]any, map[string]any) error
+		}
 		close func() error
 	}{
 		{"facts", facts, facts.Close},
