@@ -14,8 +14,8 @@ import (
 func TestSplitLong(t *testing.T) {
 	for _, text := range []string{
 		strings.Repeat("ACGT", 16<<10),                  // 64 KiB, no space
-		strings.Repeat("word ", 3000),                    // words
-		strings.Repeat("é", 5000),                        // two-byte runes, no space
+		strings.Repeat("word ", 3000),                   // words
+		strings.Repeat("é", 5000),                       // two-byte runes, no space
 		strings.Repeat("x", 1500) + " tail of the text", // a long run, then words
 		"short",
 	} {
