@@ -132,8 +132,14 @@ func (b *budgetConfig) bad(format string, args ...any) {
 // WithTokenBudget makes every load fit the merged variables in n tokens in
 // total. When they do not fit, whole items are dropped — never part of a
 // message — from the lowest-priority child first (see WithPriorities),
-// until they fit; MemoryVariables does not change, and a variable trimmed
-// to nothing is loaded empty ("" or an empty []llms.ChatMessage). See the
+// until they fit; then every dropped item that fits in the room left is
+// taken back, the most important first, so one oversized item does not
+// empty the layers after it: a window's newest message too large to show
+// leaves the room to the facts and recalled turns of lower priority, and
+// a summary line too large to show leaves it to the raw messages. (A
+// window still never shows an older message without the newer ones it
+// dropped.) MemoryVariables does not change, and a variable trimmed to
+// nothing is loaded empty ("" or an empty []llms.ChatMessage). See the
 // package documentation for how each kind of child is trimmed and counted.
 // n < 1 is an error.
 func WithTokenBudget(n int, opts ...BudgetOption) Option {
@@ -442,31 +448,55 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 			}
 		}
 	}
-	// Within the budget: take back the last units dropped while they fit
-	// (the estimates are pessimistic when line breaks merge with the text
-	// around them). A unit whose text alone, less a token per item for
-	// merges at its edges, exceeds the room left cannot fit: stop there
-	// without rendering.
-	for steps := 0; steps < maxTakeBack && k > 0; steps++ {
-		u := seq[k-1]
-		if u.cost-2*len(u.members) > b.n-exact {
-			break
+	// Within the budget: take back every dropped unit that fits, the
+	// last dropped (the most important) first. The estimates are
+	// pessimistic when line breaks merge with the text around them, so
+	// the room is known only by rendering. A unit that does not fit is
+	// passed over, and so are the units dropped before it from the same
+	// variable with the same priority (a window never shows an older
+	// message without the newer ones it dropped). A unit whose text alone,
+	// less a token per item for merges at its edges, exceeds the room left
+	// cannot fit: it is passed over without rendering; at most maxTakeBack
+	// units are rendered.
+	type class struct {
+		v    int
+		prio float64
+	}
+	blocked := map[class]bool{}
+	back := make([]bool, k) // seq[i] was taken back
+	for i, tries := k-1, 0; i >= 0 && tries < maxTakeBack && exact < b.n; i-- {
+		u := seq[i]
+		cl := class{u.v, u.prio}
+		if blocked[cl] {
+			continue
 		}
+		if u.cost-2*len(u.members) > b.n-exact {
+			blocked[cl] = true
+			continue
+		}
+		tries++
 		v := &vars[u.v]
 		prevValue, prevSize := v.value, v.size
-		d, err := setUnits(seq[k-1:k], true)
+		d, err := setUnits(seq[i:i+1], true)
 		if err != nil {
 			return nil, err
 		}
 		if exact+d > b.n {
-			for _, i := range u.members {
-				v.keep[i] = false
+			for _, j := range u.members {
+				v.keep[j] = false
 			}
 			v.value, v.size = prevValue, prevSize
-			break
+			blocked[cl] = true
+			continue
 		}
 		exact += d
-		k--
+		back[i] = true
+	}
+	drop := make([]unit, 0, k)
+	for i, u := range seq[:k] {
+		if !back[i] {
+			drop = append(drop, u)
+		}
 	}
 
 	merged := make(map[string]any, len(m.vars))
@@ -476,16 +506,16 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 		}
 	}
 	if reports != nil {
-		m.completeReports(vars, seq[:k], reports)
+		m.completeReports(vars, drop, reports)
 	} else if rec := observe.FromContext(ctx); rec.Enabled() {
 		// m is itself a layer observed from outside (nested in an observed
 		// combined memory, or wrapped): record what the budget kept and
 		// dropped on that layer's Recorder.
-		m.record(rec, vars, seq[:k], exact)
+		m.record(rec, vars, drop, exact)
 	}
 	if b.hook != nil {
 		var dropped []Dropped
-		for _, u := range seq[:k] {
+		for _, u := range drop {
 			v := &vars[u.v]
 			for _, i := range u.members {
 				dropped = append(dropped, Dropped{Child: v.child, Layer: m.layers[v.child], Key: v.key, Item: b.droppedItem(v.items[i])})
@@ -515,9 +545,9 @@ func (it Item) observed(reason string) observe.Item {
 	return observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Reason: reason, Time: it.Time}
 }
 
-// maxTakeBack bounds how many dropped units a load tries to take back when
-// the exact count shows the estimate was pessimistic.
-const maxTakeBack = 8
+// maxTakeBack bounds how many dropped units a load renders to try to take
+// them back into the room left.
+const maxTakeBack = 64
 
 // variables lists every child's variables, in list order (a foreign
 // child's in key order).

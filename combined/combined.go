@@ -31,7 +31,12 @@
 // child highest). When the variables do not fit, items are dropped from the
 // lowest-priority child first — all of its items, in its own drop order,
 // before anything of the next child — until they fit; among equal
-// priorities the later child is trimmed first. Items are dropped whole,
+// priorities the later child is trimmed first. Then every dropped item that
+// fits in the room left is taken back, the most important first (the last
+// dropped): an item too large for the room is passed over, with the items
+// of the same child and drop priority dropped before it (so a window stays
+// its newest messages), and the next ones are tried — one oversized
+// message does not empty every layer after it. Items are dropped whole,
 // never half a message, and what was dropped is reported (WithTrimHook, and
 // observe Reports with observe.ReasonBudget). MemoryVariables never
 // changes: a variable trimmed to nothing is loaded empty.
