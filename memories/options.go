@@ -253,8 +253,12 @@ func WithSummaryHook(hook func(SummaryEvent)) Option {
 
 // WithSummaryTimeout bounds each summarizer call of a Summary (default
 // DefaultSummaryTimeout, 2 minutes): a call that has not returned by then is
-// abandoned, counted as a failure (errors.Is ErrSummaryTimeout), reported
-// and retried after the backoff, with the messages kept raw. It matters most
+// abandoned — even one that ignores its context: a quarter of a second
+// after the context ends it is left to go on in its own goroutine, and its
+// late answer is discarded — counted as a failure
+// (errors.Is ErrSummaryTimeout), reported and retried after the backoff,
+// with the messages kept raw. (A summarizer that panics is a failure too,
+// never a crash.) It matters most
 // in background mode, where no caller's deadline reaches the model call: a
 // model that never answers would otherwise stall that identity's
 // summarization until Close. 0 turns the bound off; d < 0 is an error.
