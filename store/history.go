@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"sync"
 
 	"github.com/memstack/memstack"
@@ -29,9 +31,10 @@ var ErrWrongIdentity = errors.New("store: this store serves one identity only")
 // history. Append adds the messages one by one with AddMessage and, if one
 // fails, restores the earlier messages with SetMessages, so a turn is stored
 // whole or not at all as far as the history allows. Sequence numbers are kept
-// by the History value; if the history is changed behind its back, the
-// History notices the different length and numbers every message anew, which
-// makes the memories above it rebuild their caches.
+// by the History value; if the history is changed behind its back — another
+// length, or other messages at the same length (each message's stored form
+// is hashed and compared on every read) — the History numbers every message
+// anew, which makes the memories above it rebuild their caches.
 //
 // A ChatMessageHistory has no place for state values, so a History keeps
 // them in process memory: they do not survive a restart. Forget is Clear.
@@ -44,7 +47,8 @@ type History struct {
 	mu    sync.Mutex
 	h     schema.ChatMessageHistory
 	id    memstack.Identity
-	seqs  []int64 // seqs[i] is the Seq of the history's message i
+	seqs  []int64  // seqs[i] is the Seq of the history's message i
+	sums  []uint64 // sums[i] is a hash of message i as it was numbered
 	next  int64
 	state map[string]State
 }
@@ -76,12 +80,20 @@ func (s *History) records(ctx context.Context) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: reading chat history: %w", err)
 	}
-	if len(msgs) != len(s.seqs) {
+	sums := make([]uint64, len(msgs))
+	for i, m := range msgs {
+		sums[i] = messageSum(m)
+	}
+	if !slices.Equal(sums, s.sums) || len(msgs) != len(s.seqs) {
+		// Changed behind this store's back — another length, or other
+		// messages at the same length: number every message anew, so the
+		// memories above notice (their caches key on Seqs).
 		s.seqs = make([]int64, len(msgs))
 		for i := range s.seqs {
 			s.next++
 			s.seqs[i] = s.next
 		}
+		s.sums = sums
 	}
 	out := make([]Record, len(msgs))
 	for i, m := range msgs {
@@ -123,11 +135,24 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 			return fmt.Errorf("store: adding message %d of %d to chat history: %w", i+1, len(msgs), err)
 		}
 	}
-	for range msgs {
+	for _, m := range msgs {
 		s.next++
 		s.seqs = append(s.seqs, s.next)
+		s.sums = append(s.sums, messageSum(m))
 	}
 	return nil
+}
+
+// messageSum is a hash of msg's stored form: what records compares to see
+// whether the history changed.
+func messageSum(msg llms.ChatMessage) uint64 {
+	h := fnv.New64a()
+	if b, err := EncodeMessage(msg); err == nil {
+		h.Write(b)
+	} else {
+		fmt.Fprintf(h, "%T %+v", msg, msg)
+	}
+	return h.Sum64()
 }
 
 // Last implements Store.
@@ -188,13 +213,14 @@ func (s *History) RemovePrefix(ctx context.Context, id memstack.Identity, throug
 	}
 	msgs := make([]llms.ChatMessage, len(rs))
 	seqs := make([]int64, len(rs))
+	sums := make([]uint64, len(rs))
 	for i, r := range rs {
-		msgs[i], seqs[i] = r.Message, r.Seq
+		msgs[i], seqs[i], sums[i] = r.Message, r.Seq, messageSum(r.Message)
 	}
 	if err := s.h.SetMessages(ctx, msgs); err != nil {
 		return 0, fmt.Errorf("store: rewriting chat history: %w", err)
 	}
-	s.seqs = seqs
+	s.seqs, s.sums = seqs, sums
 	return removed, nil
 }
 
@@ -208,7 +234,7 @@ func (s *History) Clear(ctx context.Context, id memstack.Identity) error {
 	if err := s.h.Clear(ctx); err != nil {
 		return fmt.Errorf("store: clearing chat history: %w", err)
 	}
-	s.seqs = nil
+	s.seqs, s.sums = nil, nil
 	s.state = nil
 	return nil
 }
