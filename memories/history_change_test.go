@@ -35,3 +35,17 @@ func TestBuffer_HistoryReplacedAtTheSameLength(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Human: card removed\nAI: ok", vars["history"])
 }
+
+// TestSummary_RefusesAStoreThatKeepsStateInProcess: over a langchaingo
+// history the summary would live in process memory while the folded
+// messages are removed from the history: after a restart both would be
+// gone. NewSummary refuses it, naming the problem (issue 10, item 2).
+func TestSummary_RefusesAStoreThatKeepsStateInProcess(t *testing.T) {
+	st, err := store.FromHistory(memory.NewChatMessageHistory(), memstack.Identity{})
+	require.NoError(t, err)
+	_, err = memories.NewSummary(smSummarizerFunc(func(context.Context, string, []llms.ChatMessage) (string, error) { return "s", nil }),
+		memories.WithStore(st))
+	require.ErrorIs(t, err, memories.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "WithStore(*store.History)")
+	assert.Contains(t, err.Error(), "folded messages would be gone")
+}

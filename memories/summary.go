@@ -234,6 +234,11 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 		return nil, m.err
 	}
 	c := &m.cfg
+	if ps, ok := c.store.(store.ProcessState); ok && ps.StateInProcess() {
+		return nil, fmt.Errorf("%w: NewSummary: WithStore(%T): a Summary folds messages into its state and removes them from the store, "+
+			"and this store keeps state in process memory only while its messages outlive the process: after a restart the folded messages would be gone "+
+			"(give the Summary a store that keeps state: store.NewInMemory, sqlitestore, redisstore, pgstore)", ErrInvalidOption, c.store)
+	}
 	if c.maxTokens > 0 {
 		if c.maxMessagesSet || c.batchSizeSet {
 			return nil, fmt.Errorf("%w: NewSummary: WithMaxTokens(%d) selects token mode and cannot be combined with WithMaxMessages or WithBatchSize (count mode)", ErrInvalidOption, c.maxTokens)

@@ -53,7 +53,14 @@ type History struct {
 	state map[string]State
 }
 
-var _ Store = (*History)(nil)
+var (
+	_ Store        = (*History)(nil)
+	_ ProcessState = (*History)(nil)
+)
+
+// StateInProcess reports true: a History keeps state values in process
+// memory (see ProcessState).
+func (s *History) StateInProcess() bool { return true }
 
 // FromHistory returns a Store that keeps the conversation of id in h.
 func FromHistory(h schema.ChatMessageHistory, id memstack.Identity) (*History, error) {

@@ -164,6 +164,18 @@ type Messages interface {
 	Clear(ctx context.Context, id memstack.Identity) error
 }
 
+// ProcessState is implemented by a Store whose state values live in
+// process memory only while its messages may outlive the process — History,
+// over a langchaingo history that may be persistent. A memory that moves
+// messages into its state refuses such a store: memories.Summary folds
+// messages into its summary and removes them, so after a restart they
+// would be gone.
+type ProcessState interface {
+	// StateInProcess reports whether the store keeps its state values in
+	// process memory only.
+	StateInProcess() bool
+}
+
 // ErrInvalidArgument is wrapped by errors about bad arguments (n < 1, a nil
 // message, an identity a store cannot serve).
 var ErrInvalidArgument = errors.New("store: invalid argument")
