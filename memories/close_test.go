@@ -76,3 +76,27 @@ func TestConcurrentCloseWaitsForTheWork(t *testing.T) {
 		})
 	}
 }
+
+// TestFacts_TimeoutAbandonsAnExtractorThatIgnoresItsContext: an extractor
+// that ignores its deadline is abandoned, so Flush and Close return on
+// time and its late facts are not recorded (issue 10, item 3).
+func TestFacts_TimeoutAbandonsAnExtractorThatIgnoresItsContext(t *testing.T) {
+	ctx := context.Background()
+	deaf := extract.ExtractorFunc(func(context.Context, []llms.ChatMessage) ([]extract.Candidate, error) {
+		time.Sleep(3 * time.Second)
+		return []extract.Candidate{{Subject: "user", Attribute: "name", Value: "Late"}}, nil
+	})
+	m, err := memories.NewFacts(deaf, memories.WithBackground(true), memories.WithExtractTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, m.SaveContext(ctx, map[string]any{"input": "My name is Ana."}, map[string]any{"output": "Hi."}))
+	start := time.Now()
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, m.Flush(fctx))
+	require.NoError(t, m.Close())
+	assert.Less(t, time.Since(start), time.Second, "Flush and Close wait for the timeout, not for the deaf call")
+	vars, err := m.LoadMemoryVariables(ctx, nil)
+	require.NoError(t, err)
+	assert.NotContains(t, vars["facts"], "Late", "the abandoned call's answer is discarded")
+	assert.GreaterOrEqual(t, m.Stats().Failures, int64(1))
+}

@@ -1119,25 +1119,19 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	return true
 }
 
-// callExtractor runs the extractor with the configured timeout, turning a
-// panic into an error.
-func (m *Facts) callExtractor(ctx context.Context, msgs []llms.ChatMessage) (cands []extract.Candidate, err error) {
+// callExtractor runs the extractor with the configured timeout through
+// callBounded: a panic is an error, and an extractor that ignores its
+// deadline is abandoned (its late answer discarded), so Close, Clear and
+// Flush return on time.
+func (m *Facts) callExtractor(ctx context.Context, msgs []llms.ChatMessage) ([]extract.Candidate, error) {
 	if m.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.timeout)
 		defer cancel()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			cands, err = nil, fmt.Errorf("the extractor %T panicked: %v", m.ext, p)
-		}
-	}()
-	cands, err = m.ext.Extract(ctx, msgs)
-	if err == nil && ctx.Err() != nil {
-		// An extractor that ignored its deadline: its answer came too late.
-		return nil, ctx.Err()
-	}
-	return cands, err
+	return callBounded(ctx, fmt.Sprintf("the extractor %T", m.ext), func(ctx context.Context) ([]extract.Candidate, error) {
+		return m.ext.Extract(ctx, msgs)
+	})
 }
 
 // choose validates the candidates of one turn and turns at most

@@ -638,49 +638,13 @@ func (m *Summary) step(ctx context.Context, id identity, e *sumEntry) error {
 	return m.attempt(ctx, id, e)
 }
 
-// summarize calls the summarizer so that neither its panic nor its
-// ignoring ctx can hurt the memory: a panic is an error naming it, and
-// when ctx ends first (WithSummaryTimeout, Close, Clear, the caller) the
-// call gets abandonGrace to return, then is abandoned — it goes on in its
-// goroutine, and its answer is discarded when it comes.
+// summarize calls the summarizer through callBounded: a panic is an
+// error, and a call that outlives its context is abandoned.
 func (m *Summary) summarize(ctx context.Context, prev string, batch []llms.ChatMessage) (string, error) {
-	type answer struct {
-		text string
-		err  error
-	}
-	done := make(chan answer, 1) // never blocks the abandoned call
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- answer{err: fmt.Errorf("the summarizer %T panicked: %v", m.sum, p)}
-			}
-		}()
-		text, err := m.sum.Summarize(ctx, prev, batch)
-		done <- answer{text, err}
-	}()
-	select {
-	case a := <-done:
-		return a.text, a.err
-	case <-ctx.Done():
-	}
-	// A summarizer that honours its context returns now; one that does
-	// not is left behind after abandonGrace.
-	t := time.NewTimer(abandonGrace)
-	defer t.Stop()
-	select {
-	case a := <-done:
-		if a.err == nil {
-			a.err = ctx.Err() // too late: the answer is not used
-		}
-		return "", a.err
-	case <-t.C:
-		return "", fmt.Errorf("memories: summarizer call abandoned %v after its context ended: %w", abandonGrace, ctx.Err())
-	}
+	return callBounded(ctx, fmt.Sprintf("the summarizer %T", m.sum), func(ctx context.Context) (string, error) {
+		return m.sum.Summarize(ctx, prev, batch)
+	})
 }
-
-// abandonGrace is how long a summarizer call may go on after its context
-// ended before the memory abandons it.
-const abandonGrace = 250 * time.Millisecond
 
 // sumPlan is one fold: the batch of messages and the state it builds on.
 type sumPlan struct {
