@@ -257,7 +257,7 @@ func (m *Memory) each(ctx context.Context, op string, skip func(schema.Memory) b
 					errs[i] = fmt.Errorf("%s: %w", m.name(i), raw)
 				}
 				if rec != nil {
-					reports[i] = rec.FinishNow(raw)
+					reports[i] = rec.FinishNow(observe.RedactFor(ctx, c, raw))
 				}
 			}()
 			if raw = f(cctx, i, c); raw != nil {

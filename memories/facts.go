@@ -1003,7 +1003,7 @@ func (m *Facts) catchUp(ctx context.Context, id identity) {
 		if err != nil {
 			if ctx.Err() == nil {
 				m.failures.Add(1)
-				m.report(FactsEvent{IdentityHash: id.Hash(), Err: err})
+				m.report(FactsEvent{IdentityHash: id.Hash(), Err: observe.Redact(err, id)})
 			}
 			return
 		}
@@ -1094,7 +1094,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	ev.Candidates = len(cands)
 	if err != nil {
 		m.failures.Add(1)
-		ev.Err = fmt.Errorf("extracting facts from %d messages of %s: %w", len(msgs), id.Key(), err)
+		ev.Err = observe.Redact(fmt.Errorf("extracting facts from %d messages of %s: %w", len(msgs), id.Key(), err), id)
 		m.report(ev)
 		if ctx.Err() != nil {
 			return false // cancelled: the turn is left for the next extraction
@@ -1109,7 +1109,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	ev.Stored, ev.Superseded, err = m.commit(ctx, id, through, facts)
 	if err != nil {
 		m.failures.Add(1)
-		ev.Err = fmt.Errorf("storing the facts of %s: %w", id.Key(), err)
+		ev.Err = observe.Redact(fmt.Errorf("storing the facts of %s: %w", id.Key(), err), id)
 		m.report(ev)
 		return false
 	}

@@ -1059,7 +1059,7 @@ func (m *Recall) indexCtx(ctx context.Context) (context.Context, context.CancelF
 
 func (m *Recall) report(id identity, op string, n int, took time.Duration, err error) {
 	if m.hook != nil {
-		m.hook(RecallEvent{IdentityHash: id.Hash(), Op: op, Exchanges: n, Duration: took, Err: err})
+		m.hook(RecallEvent{IdentityHash: id.Hash(), Op: op, Exchanges: n, Duration: took, Err: observe.Redact(err, id)})
 	}
 }
 

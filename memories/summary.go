@@ -744,7 +744,7 @@ func (m *Summary) backoff(e *sumEntry) {
 
 func (m *Summary) report(id identity, n int, took time.Duration, err error) {
 	if m.cfg.summaryHook != nil {
-		m.cfg.summaryHook(SummaryEvent{IdentityHash: id.Hash(), Messages: n, Duration: took, Err: err})
+		m.cfg.summaryHook(SummaryEvent{IdentityHash: id.Hash(), Messages: n, Duration: took, Err: observe.Redact(err, id)})
 	}
 }
 

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"strings"
 
 	"github.com/memstack/memstack"
 )
@@ -30,3 +31,44 @@ func IdentityHash(ctx context.Context, mem any) string {
 	id, _ := memstack.IdentityFrom(ctx)
 	return id.Hash()
 }
+
+// Redact returns err with id's key (memstack.Identity.Key) replaced, in
+// its message, by "identity " and the start of id's hash: reports and
+// events carry no identities, even inside an error's text. errors.Is and
+// errors.As see the original error (Unwrap returns it). A nil err, an
+// error that does not name id, and the zero Identity (whose key names
+// nobody) are returned as they are.
+func Redact(err error, id memstack.Identity) error {
+	if err == nil || id == (memstack.Identity{}) {
+		return err
+	}
+	key, msg := id.Key(), err.Error()
+	if !strings.Contains(msg, key) {
+		return err
+	}
+	return redacted{err: err, msg: strings.ReplaceAll(msg, key, "identity "+id.Hash()[:12])}
+}
+
+// RedactFor is Redact for the identity a call of mem with ctx works on
+// (see IdentityHash).
+func RedactFor(ctx context.Context, mem any, err error) error {
+	if err == nil {
+		return nil
+	}
+	if r, ok := mem.(IdentityResolver); ok && ctx != nil {
+		if id, rerr := r.ResolveIdentity(ctx); rerr == nil {
+			return Redact(err, id)
+		}
+		return err
+	}
+	id, _ := memstack.IdentityFrom(ctx)
+	return Redact(err, id)
+}
+
+type redacted struct {
+	err error
+	msg string
+}
+
+func (r redacted) Error() string { return r.msg }
+func (r redacted) Unwrap() error { return r.err }

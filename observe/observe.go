@@ -20,7 +20,9 @@
 //     OpenTelemetry spans and metrics (OTel).
 //
 // Reports never contain message text or user identities: items are named by
-// an ID (a Seq, a fact key) and the identity by memstack.Identity.Hash.
+// an ID (a Seq, a fact key) and the identity by memstack.Identity.Hash; an
+// error a report carries names the identity by its hash too (Redact), as
+// do the errors of memories' own events (Summary, Facts, Recall hooks).
 // They do carry times: when each item was stored (Item.Time) and, for a
 // save, the time its messages were dated with (Report.At) — the time a
 // caller gave with memstack.WithTime when it replays a history.

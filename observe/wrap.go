@@ -89,7 +89,7 @@ func (w *wrapped) observed(ctx context.Context, op string, f func(ctx context.Co
 			w.sink.Observe(ctx, rec.FinishNow(fmt.Errorf("observe: %s panicked: %v", w.layer, p)))
 			panic(p)
 		}
-		w.sink.Observe(ctx, rec.FinishNow(err))
+		w.sink.Observe(ctx, rec.FinishNow(RedactFor(ctx, w.mem, err)))
 	}()
 	err = f(WithRecorder(ctx, rec))
 	return err
