@@ -92,6 +92,6 @@ func ExampleWithFactsHook() {
 	fmt.Printf("%+v\n", facts.Stats())
 	// Output:
 	// save: <nil>
-	// hook: extracting facts from 2 messages of acme:u42:c7: model unavailable
+	// hook: extracting facts from 2 messages of identity 6710d558be79: model unavailable
 	// {Extractions:1 Failures:1 FactsStored:0 Superseded:0}
 }
