@@ -34,3 +34,13 @@ func ExampleIdentity_Key() {
 	// a:b%2Fc:
 	// true <nil>
 }
+
+// KeyedHash names an identity in telemetry with a secret the application
+// keeps (memories.WithHashKey), so a list of likely user ids hashed with
+// Hash does not match it.
+func ExampleIdentity_KeyedHash() {
+	id := memstack.Identity{Tenant: "acme", User: "u42"}
+	secret := []byte("keep me out of the repository")
+	fmt.Println(len(id.KeyedHash(secret)), id.KeyedHash(secret) == id.Hash())
+	// Output: 16 false
+}

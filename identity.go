@@ -2,6 +2,7 @@ package memstack
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -74,6 +75,17 @@ func (id Identity) Key() string {
 func (id Identity) Hash() string {
 	sum := sha256.Sum256([]byte(id.Key()))
 	return hex.EncodeToString(sum[:8])
+}
+
+// KeyedHash is Hash keyed with a secret the application keeps: the first
+// 16 hex digits of HMAC-SHA256(secret, Key). Hash is unsalted, so whoever
+// reads the telemetry can hash a list of likely user ids and find the one
+// that matches; without the secret they cannot. memories.WithHashKey makes
+// a memory's reports and events use it.
+func (id Identity) KeyedHash(secret []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(id.Key()))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
 }
 
 // String returns the identity's key; it makes identities readable in test

@@ -107,7 +107,8 @@ func (f Fact) Line() string {
 // of one identity); the hook set with WithFactsHook receives one per
 // attempt.
 type FactsEvent struct {
-	// IdentityHash is memstack.Identity.Hash of the conversation.
+	// IdentityHash is memstack.Identity.Hash of the conversation (its
+	// KeyedHash with WithHashKey).
 	IdentityHash string
 	// Messages is the number of messages given to the extractor.
 	Messages int
@@ -1003,7 +1004,7 @@ func (m *Facts) catchUp(ctx context.Context, id identity) {
 		if err != nil {
 			if ctx.Err() == nil {
 				m.failures.Add(1)
-				m.report(FactsEvent{IdentityHash: id.Hash(), Err: observe.Redact(err, id)})
+				m.report(FactsEvent{IdentityHash: m.HashIdentity(id), Err: m.redact(err, id)})
 			}
 			return
 		}
@@ -1086,7 +1087,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 		_, _, err := m.commit(ctx, id, through, nil)
 		return err == nil
 	}
-	ev := FactsEvent{IdentityHash: id.Hash(), Messages: len(msgs)}
+	ev := FactsEvent{IdentityHash: m.HashIdentity(id), Messages: len(msgs)}
 	start := time.Now()
 	m.extractions.Add(1)
 	cands, err := m.callExtractor(ctx, msgs)
@@ -1094,7 +1095,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	ev.Candidates = len(cands)
 	if err != nil {
 		m.failures.Add(1)
-		ev.Err = observe.Redact(fmt.Errorf("extracting facts from %d messages of %s: %w", len(msgs), id.Key(), err), id)
+		ev.Err = m.redact(fmt.Errorf("extracting facts from %d messages of %s: %w", len(msgs), id.Key(), err), id)
 		m.report(ev)
 		if ctx.Err() != nil {
 			return false // cancelled: the turn is left for the next extraction
@@ -1109,7 +1110,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	ev.Stored, ev.Superseded, err = m.commit(ctx, id, through, facts)
 	if err != nil {
 		m.failures.Add(1)
-		ev.Err = observe.Redact(fmt.Errorf("storing the facts of %s: %w", id.Key(), err), id)
+		ev.Err = m.redact(fmt.Errorf("storing the facts of %s: %w", id.Key(), err), id)
 		m.report(ev)
 		return false
 	}

@@ -43,7 +43,24 @@ func (b *base) ResolveIdentity(ctx context.Context) (memstack.Identity, error) {
 	return b.cfg.defaultID, nil
 }
 
-var _ observe.IdentityResolver = (*base)(nil)
+var (
+	_ observe.IdentityResolver = (*base)(nil)
+	_ observe.IdentityHasher   = (*base)(nil)
+)
+
+// HashIdentity implements observe.IdentityHasher: the identity's keyed
+// hash with WithHashKey, else memstack.Identity.Hash.
+func (b *base) HashIdentity(id memstack.Identity) string {
+	if len(b.cfg.hashKey) > 0 {
+		return id.KeyedHash(b.cfg.hashKey)
+	}
+	return id.Hash()
+}
+
+// redact is observe.RedactWith with the memory's hash of id.
+func (b *base) redact(err error, id memstack.Identity) error {
+	return observe.RedactWith(err, id, b.HashIdentity(id))
+}
 
 // Kinds of the items memories report and load.
 const (

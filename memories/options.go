@@ -1,6 +1,7 @@
 package memories
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -29,6 +30,7 @@ type config struct {
 	returnMessages bool
 	defaultID      memstack.Identity
 	requireID      bool
+	hashKey        []byte
 	store          store.Store
 	counter        tokens.Counter
 	cacheSize      int
@@ -130,6 +132,23 @@ func WithAIPrefix(prefix string) Option {
 // shared conversation, which is what plain langchaingo use expects.
 func WithDefaultIdentity(id memstack.Identity) Option {
 	return func(c *config) { c.defaultID = id }
+}
+
+// WithHashKey makes the memory name identities in its reports and events
+// (observe Reports, SummaryEvent, FactsEvent, RecallEvent) by
+// memstack.Identity.KeyedHash with secret instead of the unsalted
+// Identity.Hash, so that telemetry cannot be matched against a list of
+// likely user ids. Keep the secret like a password, and give every memory
+// of a stack the same one so their reports agree. An empty secret is an
+// error.
+func WithHashKey(secret []byte) Option {
+	return func(c *config) {
+		if len(secret) == 0 {
+			c.bad("WithHashKey: the secret must not be empty")
+			return
+		}
+		c.hashKey = bytes.Clone(secret)
+	}
 }
 
 // WithRequireIdentity makes every call whose context carries no identity

@@ -74,7 +74,8 @@ const (
 // RecallEvent describes one index operation of a Recall: the hook set with
 // WithRecallHook receives one per operation, successful or not.
 type RecallEvent struct {
-	// IdentityHash is memstack.Identity.Hash of the conversation.
+	// IdentityHash is memstack.Identity.Hash of the conversation (its
+	// KeyedHash with WithHashKey).
 	IdentityHash string
 	// Op is RecallOpIndex (units added to the index, on a save or on
 	// the first use of an identity) or RecallOpSearch (a load's query).
@@ -1059,7 +1060,7 @@ func (m *Recall) indexCtx(ctx context.Context) (context.Context, context.CancelF
 
 func (m *Recall) report(id identity, op string, n int, took time.Duration, err error) {
 	if m.hook != nil {
-		m.hook(RecallEvent{IdentityHash: id.Hash(), Op: op, Exchanges: n, Duration: took, Err: observe.Redact(err, id)})
+		m.hook(RecallEvent{IdentityHash: m.HashIdentity(id), Op: op, Exchanges: n, Duration: took, Err: m.redact(err, id)})
 	}
 }
 

@@ -53,7 +53,8 @@ var ErrClosed = errors.New("memories: the memory is closed")
 // SummaryEvent describes one summarization attempt of a Summary; the hook
 // set with WithSummaryHook receives one per attempt.
 type SummaryEvent struct {
-	// IdentityHash is memstack.Identity.Hash of the conversation: it names
+	// IdentityHash is memstack.Identity.Hash (or, with WithHashKey, its
+	// KeyedHash) of the conversation: it names
 	// the conversation without showing whose it is.
 	IdentityHash string
 	// Messages is the number of messages the attempt tried to fold; they
@@ -744,7 +745,7 @@ func (m *Summary) backoff(e *sumEntry) {
 
 func (m *Summary) report(id identity, n int, took time.Duration, err error) {
 	if m.cfg.summaryHook != nil {
-		m.cfg.summaryHook(SummaryEvent{IdentityHash: id.Hash(), Messages: n, Duration: took, Err: observe.Redact(err, id)})
+		m.cfg.summaryHook(SummaryEvent{IdentityHash: m.HashIdentity(id), Messages: n, Duration: took, Err: m.redact(err, id)})
 	}
 }
 

@@ -15,20 +15,36 @@ type IdentityResolver interface {
 	ResolveIdentity(ctx context.Context) (memstack.Identity, error)
 }
 
-// IdentityHash returns memstack.Identity.Hash of the identity a call of
-// mem with ctx works on, for a Report: mem's own answer if mem is an
-// IdentityResolver, else the identity in ctx, else the zero Identity's
-// hash (the shared conversation a memory without identities keeps). It
-// returns "" when mem says the call has no identity (the call then fails).
+// IdentityHash returns the hash of the identity a call of mem with ctx
+// works on, for a Report: the identity is mem's own answer if mem is an
+// IdentityResolver, else the identity in ctx, else the zero Identity (the
+// shared conversation a memory without identities keeps); the hash is
+// mem's if it is an IdentityHasher (a keyed hash), else
+// memstack.Identity.Hash. It returns "" when mem says the call has no
+// identity (the call then fails).
 func IdentityHash(ctx context.Context, mem any) string {
 	if r, ok := mem.(IdentityResolver); ok && ctx != nil {
 		id, err := r.ResolveIdentity(ctx)
 		if err != nil {
 			return ""
 		}
-		return id.Hash()
+		return hashOf(mem, id)
 	}
 	id, _ := memstack.IdentityFrom(ctx)
+	return hashOf(mem, id)
+}
+
+// IdentityHasher is implemented by memories that name identities in
+// reports with their own hash (memories.WithHashKey: a keyed hash);
+// IdentityHash and RedactFor use it.
+type IdentityHasher interface {
+	HashIdentity(id memstack.Identity) string
+}
+
+func hashOf(mem any, id memstack.Identity) string {
+	if h, ok := mem.(IdentityHasher); ok {
+		return h.HashIdentity(id)
+	}
 	return id.Hash()
 }
 
@@ -39,6 +55,12 @@ func IdentityHash(ctx context.Context, mem any) string {
 // error that does not name id, and the zero Identity (whose key names
 // nobody) are returned as they are.
 func Redact(err error, id memstack.Identity) error {
+	return RedactWith(err, id, id.Hash())
+}
+
+// RedactWith is Redact naming the identity by hash (a keyed hash, say)
+// rather than by id.Hash.
+func RedactWith(err error, id memstack.Identity, hash string) error {
 	if err == nil || id == (memstack.Identity{}) {
 		return err
 	}
@@ -46,7 +68,7 @@ func Redact(err error, id memstack.Identity) error {
 	if !strings.Contains(msg, key) {
 		return err
 	}
-	return redacted{err: err, msg: strings.ReplaceAll(msg, key, "identity "+id.Hash()[:12])}
+	return redacted{err: err, msg: strings.ReplaceAll(msg, key, "identity "+hash[:min(12, len(hash))])}
 }
 
 // RedactFor is Redact for the identity a call of mem with ctx works on
@@ -57,12 +79,12 @@ func RedactFor(ctx context.Context, mem any, err error) error {
 	}
 	if r, ok := mem.(IdentityResolver); ok && ctx != nil {
 		if id, rerr := r.ResolveIdentity(ctx); rerr == nil {
-			return Redact(err, id)
+			return RedactWith(err, id, hashOf(mem, id))
 		}
 		return err
 	}
 	id, _ := memstack.IdentityFrom(ctx)
-	return Redact(err, id)
+	return RedactWith(err, id, hashOf(mem, id))
 }
 
 type redacted struct {

@@ -82,7 +82,8 @@ type Report struct {
 	Op string
 	// Layer names the layer (see combined.WithObserver and Wrap).
 	Layer string
-	// IdentityHash is memstack.Identity.Hash of the conversation.
+	// IdentityHash is memstack.Identity.Hash of the conversation, or the
+	// layer's own hash of it (observe.IdentityHasher: a keyed hash).
 	IdentityHash string
 	// Injected and Dropped list the items the layer put into the prompt
 	// and the ones it considered and left out.

@@ -67,3 +67,44 @@ func TestReportsCarryNoIdentityInErrors(t *testing.T) {
 	plain := errors.New("no identity here")
 	assert.Equal(t, plain, observe.Redact(plain, alice), "an error that does not name the identity is returned as is")
 }
+
+// TestKeyedIdentityHash: with memories.WithHashKey, reports and events name
+// the identity by its keyed hash, which a dictionary of user ids hashed
+// with Identity.Hash cannot match (issue 10, item 7).
+func TestKeyedIdentityHash(t *testing.T) {
+	alice := memstack.Identity{Tenant: "acme", User: "alice", Conversation: "c1"}
+	secret := []byte("app secret")
+	assert.NotEqual(t, alice.Hash(), alice.KeyedHash(secret))
+	assert.NotEqual(t, alice.KeyedHash([]byte("another")), alice.KeyedHash(secret))
+	assert.Equal(t, alice.KeyedHash(secret), alice.KeyedHash(secret), "stable")
+	assert.Len(t, alice.KeyedHash(secret), 16)
+
+	ctx := memstack.WithIdentity(context.Background(), alice)
+	var events []memories.SummaryEvent
+	sum, err := memories.NewSummary(failingSummarizer{}, memories.WithMaxMessages(2), memories.WithBatchSize(2),
+		memories.WithHashKey(secret), memories.WithSummaryHook(func(ev memories.SummaryEvent) { events = append(events, ev) }))
+	require.NoError(t, err)
+	var reports []observe.Report
+	mem, err := combined.New([]schema.Memory{sum}, combined.WithObserver(observe.SinkFunc(func(_ context.Context, r observe.Report) {
+		reports = append(reports, r)
+	})))
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_ = mem.SaveContext(ctx, map[string]any{"input": fmt.Sprint("q", i)}, map[string]any{"output": "a"})
+	}
+	require.NotEmpty(t, reports)
+	for _, r := range reports {
+		assert.Equal(t, alice.KeyedHash(secret), r.IdentityHash)
+		if r.Err != nil {
+			assert.Contains(t, r.Err.Error(), "identity "+alice.KeyedHash(secret)[:12])
+			assert.NotContains(t, r.Err.Error(), alice.Hash()[:12])
+		}
+	}
+	require.NotEmpty(t, events)
+	for _, ev := range events {
+		assert.Equal(t, alice.KeyedHash(secret), ev.IdentityHash)
+	}
+	_, err = memories.NewSummary(failingSummarizer{}, memories.WithHashKey(nil))
+	require.ErrorIs(t, err, memories.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "WithHashKey")
+}
