@@ -248,7 +248,10 @@ type FactsStats struct {
 // With WithBackground(true) SaveContext and AddMessage store the message
 // and return; extraction runs in a goroutine, at most one per identity at
 // a time in this Facts value. Flush waits for pending work; Close cancels
-// it and waits for it to stop. In synchronous mode the caller extracts,
+// it and waits for it to stop. A background extraction's model calls are
+// counted in the identity's next observed save or load (observe
+// Report.LLMCalls): the report of the save that started it was delivered
+// before they were made. In synchronous mode the caller extracts,
 // again at most one at a time per identity: a save that finds another
 // extraction of its identity running leaves its turn to that one.
 //
@@ -270,8 +273,9 @@ type Facts struct {
 	closeCtx context.Context
 	closeAll context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	laterLLM map[identity]int // background model calls not reported yet
+	closed   bool
 	// closeDone is closed when the first Close has stopped the work;
 	// set with closed.
 	closeDone chan struct{}
@@ -474,6 +478,7 @@ func (m *Facts) SaveContext(ctx context.Context, inputs, outputs map[string]any)
 	if err := m.append(ctx, id, msgs...); err != nil {
 		return err
 	}
+	m.reportLaterLLM(ctx, id)
 	m.after(ctx, id)
 	return nil
 }
@@ -728,6 +733,7 @@ func (m *Facts) load(ctx context.Context, injected bool) ([]shownFact, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.reportLaterLLM(ctx, id)
 	rec := observe.FromContext(ctx)
 	cur := currentFacts(st.Facts)
 	used := 0
@@ -926,7 +932,7 @@ func (m *Facts) extractNow(ctx context.Context, id identity) {
 		}
 		e.dirty = false
 		m.mu.Unlock()
-		m.step(ctx, id, e)
+		m.step(ctx, id, e, false)
 	}
 }
 
@@ -971,14 +977,14 @@ func (m *Facts) work(ctx context.Context, id identity, e *factsEntry) {
 		case <-m.closeCtx.Done():
 			continue
 		}
-		m.step(ctx, id, e)
+		m.step(ctx, id, e, true)
 		<-e.sem
 	}
 }
 
 // step extracts id's pending turns with a context that Close and Clear can
 // cancel. The caller holds e.sem.
-func (m *Facts) step(ctx context.Context, id identity, e *factsEntry) {
+func (m *Facts) step(ctx context.Context, id identity, e *factsEntry, background bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(m.closeCtx, cancel)
 	m.mu.Lock()
@@ -991,7 +997,46 @@ func (m *Facts) step(ctx context.Context, id identity, e *factsEntry) {
 		e.cancel = nil
 		m.mu.Unlock()
 	}()
-	m.catchUp(ctx, id)
+	if !background {
+		m.catchUp(ctx, id) // the caller's Recorder counts the model calls
+		return
+	}
+	// Model calls made here are recorded on a Recorder of the worker's
+	// own (the save that started it has delivered its report already)
+	// and reported with the identity's next observed call.
+	priv := observe.NewRecorder(observe.OpSave, "", "")
+	m.catchUp(observe.WithRecorder(ctx, priv), id)
+	if n := priv.Finish(0, nil).LLMCalls; n > 0 {
+		m.mu.Lock()
+		if m.laterLLM == nil {
+			m.laterLLM = make(map[identity]int)
+		}
+		if _, ok := m.laterLLM[id]; ok || len(m.laterLLM) < maxLaterLLM {
+			m.laterLLM[id] += n
+		}
+		m.mu.Unlock()
+	}
+}
+
+// maxLaterLLM bounds how many identities' background model calls a Facts
+// keeps for their next report (an identity never called again would keep
+// its count forever).
+const maxLaterLLM = 1 << 16
+
+// reportLaterLLM adds to the Recorder in ctx the background model calls
+// made for id since its last observed call.
+func (m *Facts) reportLaterLLM(ctx context.Context, id identity) {
+	rec := observe.FromContext(ctx)
+	if !rec.Enabled() {
+		return
+	}
+	m.mu.Lock()
+	n := m.laterLLM[id]
+	delete(m.laterLLM, id)
+	m.mu.Unlock()
+	if n > 0 {
+		rec.LLMCall(n)
+	}
 }
 
 // ---- extraction ----
