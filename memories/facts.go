@@ -899,8 +899,11 @@ func (m *Facts) doneLocked() {
 }
 
 // extractNow is synchronous mode: extract id's pending turns on the
-// caller's goroutine, unless another call is extracting id — then that
-// call sees the dirty mark and covers this turn too.
+// caller's goroutine, one pass. A call that finds another extracting id
+// waits for it (or for its own ctx), then makes its own pass, which finds
+// its turn covered already or covers it; no call loops over the turns of
+// callers that keep arriving, so a save costs its own extraction plus,
+// at most, those of the saves of its identity running at the same time.
 func (m *Facts) extractNow(ctx context.Context, id identity) {
 	m.mu.Lock()
 	if !m.startLocked() {
@@ -918,22 +921,17 @@ func (m *Facts) extractNow(ctx context.Context, id identity) {
 	}()
 	select {
 	case e.sem <- struct{}{}:
-	default:
-		return
+	case <-ctx.Done():
+		return // the turn stays for the next extraction
 	}
-	for {
-		m.mu.Lock()
-		if !e.dirty || ctx.Err() != nil {
-			// Release under m.mu: a caller marking e dirty after this
-			// finds the semaphore free.
-			<-e.sem
-			m.mu.Unlock()
-			return
-		}
-		e.dirty = false
-		m.mu.Unlock()
+	m.mu.Lock()
+	dirty := e.dirty && ctx.Err() == nil
+	e.dirty = false
+	m.mu.Unlock()
+	if dirty {
 		m.step(ctx, id, e, false)
 	}
+	<-e.sem
 }
 
 // kick is background mode: mark id dirty and start its worker unless one
