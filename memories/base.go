@@ -19,9 +19,15 @@ type base struct {
 	err error // construction error; every method returns it
 }
 
-func newBase(opts []Option) base {
+func newBase(typ string, allowed optKinds, opts []Option) base {
 	cfg := newConfig(opts)
-	return base{cfg: cfg, err: errors.Join(cfg.errs...)}
+	errs := cfg.errs
+	for _, o := range cfg.scoped {
+		if o.kinds&allowed == 0 {
+			errs = append(errs, fmt.Errorf("%w: %s does not apply to a %s (it is an option of %s)", ErrInvalidOption, o.name, typ, o.kinds))
+		}
+	}
+	return base{cfg: cfg, err: errors.Join(errs...)}
 }
 
 var errNilContext = errors.New("memstack: nil context")

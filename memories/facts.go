@@ -322,6 +322,7 @@ func (errFactsClosed) Is(target error) bool { return target == ErrClosed }
 // (default 5). n < 1 is an error.
 func WithMaxPerTurn(n int) Option {
 	return func(c *config) {
+		c.scope("WithMaxPerTurn", kindFactsOpt)
 		if n < 1 {
 			c.bad("WithMaxPerTurn(%d): n must be at least 1", n)
 			return
@@ -334,6 +335,7 @@ func WithMaxPerTurn(n int) Option {
 // 20). n < 1 is an error.
 func WithMaxFacts(n int) Option {
 	return func(c *config) {
+		c.scope("WithMaxFacts", kindFactsOpt)
 		if n < 1 {
 			c.bad("WithMaxFacts(%d): n must be at least 1", n)
 			return
@@ -347,6 +349,7 @@ func WithMaxFacts(n int) Option {
 // n < 1 is an error.
 func WithFactTokens(n int) Option {
 	return func(c *config) {
+		c.scope("WithFactTokens", kindFactsOpt)
 		if n < 1 {
 			c.bad("WithFactTokens(%d): n must be at least 1", n)
 			return
@@ -362,6 +365,7 @@ func WithFactTokens(n int) Option {
 // error.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
+		c.scope("WithClock", kindFactsOpt)
 		if now == nil {
 			c.bad("WithClock(nil): the clock must not be nil")
 			return
@@ -378,6 +382,7 @@ func WithClock(now func() time.Time) Option {
 // an error.
 func WithFactsHook(hook func(FactsEvent)) Option {
 	return func(c *config) {
+		c.scope("WithFactsHook", kindFactsOpt)
 		if hook == nil {
 			c.bad("WithFactsHook(nil): the hook must not be nil")
 			return
@@ -390,7 +395,10 @@ func WithFactsHook(hook func(FactsEvent)) Option {
 // than per conversation: every conversation of a user reads and updates the
 // same facts. See Facts.
 func WithFactsPerUser(perUser bool) Option {
-	return func(c *config) { c.facts.perUser = perUser }
+	return func(c *config) {
+		c.scope("WithFactsPerUser", kindFactsOpt)
+		c.facts.perUser = perUser
+	}
 }
 
 // WithExtractTimeout bounds each extractor call of a Facts memory (default:
@@ -399,6 +407,7 @@ func WithFactsPerUser(perUser bool) Option {
 // error; 0 means no bound.
 func WithExtractTimeout(d time.Duration) Option {
 	return func(c *config) {
+		c.scope("WithExtractTimeout", kindFactsOpt)
 		if d < 0 {
 			c.bad("WithExtractTimeout(%v): the timeout must not be negative", d)
 			return
@@ -431,7 +440,7 @@ func NewFacts(ext extract.Extractor, opts ...Option) (*Facts, error) {
 		}
 		all = append(all, o)
 	}
-	m := &Facts{base: newBase(all), ext: ext, ids: make(map[identity]*factsEntry)}
+	m := &Facts{base: newBase("Facts", kindFactsOpt, all), ext: ext, ids: make(map[identity]*factsEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/memstack/memstack"
@@ -16,9 +17,18 @@ import (
 // argument; the message names the option and the value.
 var ErrInvalidOption = errors.New("memories: invalid option")
 
-// Option configures a memory. The same options serve every memory type;
-// an option that does not apply to a type (WithTokenCounter on a Buffer) is
-// accepted and has no effect.
+// Option configures a memory. Options of every type (WithMemoryKey,
+// WithStore, WithReturnMessages, WithTokenCounter, WithCacheSize...)
+// serve every memory type, where one that a type does not use (a counter
+// for a Buffer) has no effect. The options of one type — Summary's
+// (WithMaxMessages, WithBatchSize, WithMaxTokens, WithRetryBackoff,
+// WithSummaryHook, WithSummaryTimeout), Facts' (WithMaxPerTurn,
+// WithMaxFacts, WithFactTokens, WithClock, WithFactsHook,
+// WithFactsPerUser, WithExtractTimeout), Recall's (WithK, WithThreshold,
+// WithNeighbours, WithIndex, WithVector...) and WithBackground (Summary
+// and Facts) — are an error wrapping ErrInvalidOption for any other type,
+// naming the option, the type and the types it is for: an option that
+// would silently do nothing is a mistake worth knowing about.
 type Option func(*config)
 
 type config struct {
@@ -35,6 +45,7 @@ type config struct {
 	counter        tokens.Counter
 	cacheSize      int
 	errs           []error
+	scoped         []scopedOpt // options given that apply to some types only
 
 	// Summary settings (see summary.go); the *Set fields record whether
 	// an option set them, for the checks that involve two options.
@@ -57,6 +68,44 @@ type config struct {
 }
 
 const defaultCacheSize = 1024
+
+// optKinds says which memory types an option applies to; options of
+// every type record none (see config.scope).
+type optKinds uint8
+
+// The types with options of their own.
+const (
+	kindSummaryOpt optKinds = 1 << iota
+	kindFactsOpt
+	kindRecallOpt
+)
+
+// String names the types of k, for errors: "Summary", "Summary and Facts".
+func (k optKinds) String() string {
+	var names []string
+	for _, t := range []struct {
+		k    optKinds
+		name string
+	}{{kindSummaryOpt, "Summary"}, {kindFactsOpt, "Facts"}, {kindRecallOpt, "Recall"}} {
+		if k&t.k != 0 {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, " and ")
+}
+
+// scopedOpt is an option given that applies to some types only.
+type scopedOpt struct {
+	name  string
+	kinds optKinds
+}
+
+// scope records that the option name, which applies to the types kinds
+// only, was given: a constructor of another type refuses it (an option
+// that does nothing is a mistake worth knowing about).
+func (c *config) scope(name string, kinds optKinds) {
+	c.scoped = append(c.scoped, scopedOpt{name, kinds})
+}
 
 func newConfig(opts []Option) config {
 	c := config{
@@ -207,6 +256,7 @@ func WithCacheSize(n int) Option {
 // is combining it with WithMaxTokens.
 func WithMaxMessages(n int) Option {
 	return func(c *config) {
+		c.scope("WithMaxMessages", kindSummaryOpt)
 		if n < 1 {
 			c.bad("WithMaxMessages(%d): n must be at least 1", n)
 			return
@@ -221,6 +271,7 @@ func WithMaxMessages(n int) Option {
 // is an m larger than WithMaxMessages's n.
 func WithBatchSize(m int) Option {
 	return func(c *config) {
+		c.scope("WithBatchSize", kindSummaryOpt)
 		if m < 1 {
 			c.bad("WithBatchSize(%d): the batch size must be at least 1", m)
 			return
@@ -236,6 +287,7 @@ func WithBatchSize(m int) Option {
 // or WithBatchSize (count mode).
 func WithMaxTokens(t int) Option {
 	return func(c *config) {
+		c.scope("WithMaxTokens", kindSummaryOpt)
 		if t < 1 {
 			c.bad("WithMaxTokens(%d): the token limit must be at least 1", t)
 			return
@@ -251,7 +303,10 @@ func WithMaxTokens(t int) Option {
 // hook and counted in Summary.Stats. It does the same for Facts: extraction
 // runs off the save path (Facts.Flush, Facts.Close, WithFactsHook).
 func WithBackground(background bool) Option {
-	return func(c *config) { c.background = background }
+	return func(c *config) {
+		c.scope("WithBackground", kindSummaryOpt|kindFactsOpt)
+		c.background = background
+	}
 }
 
 // WithSummaryHook sets a function that a Summary calls after each
@@ -262,6 +317,7 @@ func WithBackground(background bool) Option {
 // error.
 func WithSummaryHook(hook func(SummaryEvent)) Option {
 	return func(c *config) {
+		c.scope("WithSummaryHook", kindSummaryOpt)
 		if hook == nil {
 			c.bad("WithSummaryHook(nil): the hook must not be nil")
 			return
@@ -283,6 +339,7 @@ func WithSummaryHook(hook func(SummaryEvent)) Option {
 // summarization until Close. 0 turns the bound off; d < 0 is an error.
 func WithSummaryTimeout(d time.Duration) Option {
 	return func(c *config) {
+		c.scope("WithSummaryTimeout", kindSummaryOpt)
 		if d < 0 {
 			c.bad("WithSummaryTimeout(%v): the timeout must not be negative", d)
 			return
@@ -299,6 +356,7 @@ func WithSummaryTimeout(d time.Duration) Option {
 // the next turn.
 func WithRetryBackoff(min, max time.Duration) Option {
 	return func(c *config) {
+		c.scope("WithRetryBackoff", kindSummaryOpt)
 		if min < 0 || max < min {
 			c.bad("WithRetryBackoff(%v, %v): need 0 <= min <= max", min, max)
 			return

@@ -327,6 +327,7 @@ var (
 // is an error.
 func WithK(k int) Option {
 	return func(c *config) {
+		c.scope("WithK", kindRecallOpt)
 		if k < 1 {
 			c.bad("WithK(%d): k must be at least 1", k)
 			return
@@ -344,6 +345,7 @@ func WithK(k int) Option {
 // lower end of the range (no threshold).
 func WithThreshold(x float64) Option {
 	return func(c *config) {
+		c.scope("WithThreshold", kindRecallOpt)
 		if math.IsNaN(x) {
 			c.bad("WithThreshold(NaN): the threshold must be a number")
 			return
@@ -357,6 +359,7 @@ func WithThreshold(x float64) Option {
 // error.
 func WithNeighbours(n int) Option {
 	return func(c *config) {
+		c.scope("WithNeighbours", kindRecallOpt)
 		if n < 0 {
 			c.bad("WithNeighbours(%d): n must not be negative", n)
 			return
@@ -395,6 +398,7 @@ func (u RecallUnit) String() string {
 // error.
 func WithRecallUnit(u RecallUnit) Option {
 	return func(c *config) {
+		c.scope("WithRecallUnit", kindRecallOpt)
 		if u != RecallTurns && u != RecallExchanges {
 			c.bad("WithRecallUnit(%d): the unit must be RecallTurns or RecallExchanges", int(u))
 			return
@@ -409,6 +413,7 @@ func WithRecallUnit(u RecallUnit) Option {
 // unit alone. A weight outside [0, 1], or NaN, is an error.
 func WithContextWeight(w float64) Option {
 	return func(c *config) {
+		c.scope("WithContextWeight", kindRecallOpt)
 		if math.IsNaN(w) || w < 0 || w > 1 {
 			c.bad("WithContextWeight(%v): the weight must lie in [0, 1]", w)
 			return
@@ -425,6 +430,7 @@ func WithContextWeight(w float64) Option {
 // outside [0, 1), or NaN, is an error.
 func WithNeighbourShare(x float64) Option {
 	return func(c *config) {
+		c.scope("WithNeighbourShare", kindRecallOpt)
 		if math.IsNaN(x) || x < 0 || x >= 1 {
 			c.bad("WithNeighbourShare(%v): the share must lie in [0, 1)", x)
 			return
@@ -436,13 +442,19 @@ func WithNeighbourShare(x float64) Option {
 // WithQueryDates sets whether a Recall reads a date named in the question
 // (default true; see Recall, "Dates in the question").
 func WithQueryDates(on bool) Option {
-	return func(c *config) { c.recall.noQueryDates = !on }
+	return func(c *config) {
+		c.scope("WithQueryDates", kindRecallOpt)
+		c.recall.noQueryDates = !on
+	}
 }
 
 // WithRecallDates sets whether a Recall in string mode shows the date of
 // each run of units it recalls (default true; see Recall, "Loading").
 func WithRecallDates(on bool) Option {
-	return func(c *config) { c.recall.noDates = !on }
+	return func(c *config) {
+		c.scope("WithRecallDates", kindRecallOpt)
+		c.recall.noDates = !on
+	}
 }
 
 // WithExcludeRecent makes a Recall leave out every unit that has a
@@ -451,6 +463,7 @@ func WithRecallDates(on bool) Option {
 // same unit twice (default 0). n < 0 is an error.
 func WithExcludeRecent(n int) Option {
 	return func(c *config) {
+		c.scope("WithExcludeRecent", kindRecallOpt)
 		if n < 0 {
 			c.bad("WithExcludeRecent(%d): n must not be negative", n)
 			return
@@ -464,6 +477,7 @@ func WithExcludeRecent(n int) Option {
 // so is choosing an index twice (WithIndex, WithVector, WithHybrid).
 func WithIndex(idx retrieval.Index) Option {
 	return func(c *config) {
+		c.scope("WithIndex", kindRecallOpt)
 		if idx == nil {
 			c.bad("WithIndex(nil): the index must not be nil")
 			return
@@ -480,6 +494,7 @@ func WithIndex(idx retrieval.Index) Option {
 // the vectors across restarts. A nil e is an error.
 func WithVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
 	return func(c *config) {
+		c.scope("WithVector", kindRecallOpt)
 		v, err := newRecallVector("WithVector", e, vs, opts)
 		if err != nil {
 			c.errs = append(c.errs, err)
@@ -494,6 +509,7 @@ func WithVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retr
 // working, lexically, while the embedder is down. A nil e is an error.
 func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
 	return func(c *config) {
+		c.scope("WithHybrid", kindRecallOpt)
 		v, err := newRecallVector("WithHybrid", e, vs, opts)
 		if err != nil {
 			c.errs = append(c.errs, err)
@@ -532,6 +548,7 @@ func (s *recallSettings) setIndex(option string, idx retrieval.Index) {
 // context. d < 0 is an error.
 func WithRecallTimeout(d time.Duration) Option {
 	return func(c *config) {
+		c.scope("WithRecallTimeout", kindRecallOpt)
 		if d < 0 {
 			c.bad("WithRecallTimeout(%v): the timeout must not be negative", d)
 			return
@@ -547,6 +564,7 @@ func WithRecallTimeout(d time.Duration) Option {
 // safe for concurrent use. A nil hook is an error.
 func WithRecallHook(hook func(RecallEvent)) Option {
 	return func(c *config) {
+		c.scope("WithRecallHook", kindRecallOpt)
 		if hook == nil {
 			c.bad("WithRecallHook(nil): the hook must not be nil")
 			return
@@ -568,7 +586,7 @@ func NewRecall(opts ...Option) (*Recall, error) {
 		}
 	}
 	opts = append([]Option{WithMemoryKey(RecallMemoryKey)}, opts...)
-	m := &Recall{base: newBase(opts), entries: make(map[identity]*recallEntry)}
+	m := &Recall{base: newBase("Recall", kindRecallOpt, opts), entries: make(map[identity]*recallEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -44,7 +44,7 @@ func NewRecentN(n int, opts ...Option) (*RecentN, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: NewRecentN(n=%d): n must be at least 1", ErrInvalidOption, n)
 	}
-	m := &RecentN{base: newBase(opts), n: n}
+	m := &RecentN{base: newBase("RecentN", 0, opts), n: n}
 	if m.err != nil {
 		return nil, m.err
 	}

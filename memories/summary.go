@@ -230,7 +230,7 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 			return nil, fmt.Errorf("%w: NewSummary: the summarizer cannot summarize: %w", ErrInvalidOption, err)
 		}
 	}
-	m := &Summary{base: newBase(opts), sum: s, ids: make(map[identity]*sumEntry)}
+	m := &Summary{base: newBase("Summary", kindSummaryOpt, opts), sum: s, ids: make(map[identity]*sumEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -59,7 +59,7 @@ func NewTokenWindow(maxTokens int, opts ...Option) (*TokenWindow, error) {
 	if maxTokens < 1 {
 		return nil, fmt.Errorf("%w: NewTokenWindow(maxTokens=%d): maxTokens must be at least 1", ErrInvalidOption, maxTokens)
 	}
-	m := &TokenWindow{base: newBase(opts), maxTokens: maxTokens}
+	m := &TokenWindow{base: newBase("TokenWindow", 0, opts), maxTokens: maxTokens}
 	if m.err != nil {
 		return nil, m.err
 	}
