@@ -862,7 +862,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	// one (the same words said again) is left out, ReasonDuplicate.
 	texts := make(map[string]struct{})
 	for _, h := range hits {
-		i, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
+		i, ok := unitAt(exs, h.Seq)
 		if !ok {
 			continue // not in the store any more (cleared, trimmed)
 		}
@@ -870,20 +870,22 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			continue
 		}
 		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
-		key := exs[i].key()
-		switch _, dup := texts[key]; {
+		switch {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
 		case h.Score < m.threshold:
 			item.Reason = observe.ReasonThreshold
 		case len(scores) >= k:
 			item.Reason = observe.ReasonRank
-		case dup:
-			item.Reason = observe.ReasonDuplicate
 		default:
-			scores[i] = h.Score
-			texts[key] = struct{}{}
-			continue
+			// Only a candidate that would be kept is compared by text.
+			key := exs[i].key()
+			if _, dup := texts[key]; !dup {
+				scores[i] = h.Score
+				texts[key] = struct{}{}
+				continue
+			}
+			item.Reason = observe.ReasonDuplicate
 		}
 		dropped = append(dropped, item)
 		droppedAt = append(droppedAt, i)
@@ -969,11 +971,17 @@ func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date quer
 // hits for units no longer stored crowd out the ones wanted.
 const maxRecallSearch = 2048
 
+// unitAt returns the index of the unit of exs (in Seq order) whose first
+// message has Seq seq.
+func unitAt(exs []recallExchange, seq int64) (int, bool) {
+	return slices.BinarySearchFunc(exs, seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
+}
+
 // stored counts the hits whose unit is in exs.
 func (m *Recall) stored(exs []recallExchange, hits []retrieval.Hit) int {
 	n := 0
 	for _, h := range hits {
-		if _, ok := slices.BinarySearchFunc(exs, h.Seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) }); ok {
+		if _, ok := unitAt(exs, h.Seq); ok {
 			n++
 		}
 	}

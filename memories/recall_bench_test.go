@@ -43,18 +43,17 @@ func rbFilled(b *testing.B, messages int) (*memories.Recall, schema.Memory) {
 	return rc, mem
 }
 
-// BenchmarkRecallSave is one SaveContext of a default Recall holding n
-// messages (the history grows by b.N turns).
-func BenchmarkRecallSave(b *testing.B) {
-	for _, n := range []int{600, 10000} {
+// rbSizes runs op b.N times per history size, on a Recall (and its
+// budgeted stack) filled with n messages; op gets the iteration number.
+func rbSizes(b *testing.B, sizes []int, op func(ctx context.Context, rc *memories.Recall, mem schema.Memory, n, i int) error) {
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
-			rc, _ := rbFilled(b, n)
+			rc, mem := rbFilled(b, n)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				in, out := rbTurn(n + i)
-				if err := rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}); err != nil {
+				if err := op(ctx, rc, mem, n, i); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,44 +61,35 @@ func BenchmarkRecallSave(b *testing.B) {
 	}
 }
 
+// BenchmarkRecallSave is one SaveContext of a default Recall holding n
+// messages (the history grows by b.N turns).
+func BenchmarkRecallSave(b *testing.B) {
+	rbSizes(b, []int{600, 10000}, func(ctx context.Context, rc *memories.Recall, _ schema.Memory, n, i int) error {
+		in, out := rbTurn(n + i)
+		return rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out})
+	})
+}
+
 // BenchmarkRecallBudgetedLoad is one load of the README's stack —
 // RecentN(6) + Recall under WithTokenBudget(1000) — over n messages.
 func BenchmarkRecallBudgetedLoad(b *testing.B) {
-	for _, n := range []int{600, 10000} {
-		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
-			_, mem := rbFilled(b, n)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				q, _ := rbTurn(i * 31)
-				if _, err := mem.LoadMemoryVariables(ctx, map[string]any{"input": q}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	rbSizes(b, []int{600, 10000}, func(ctx context.Context, _ *memories.Recall, mem schema.Memory, _, i int) error {
+		q, _ := rbTurn(i * 31)
+		_, err := mem.LoadMemoryVariables(ctx, map[string]any{"input": q})
+		return err
+	})
 }
 
 // BenchmarkRecallTurn is one unbudgeted turn of a default Recall holding n
 // messages: SaveContext of the new turn, then LoadMemoryVariables with its
 // input, as memstack-bench measures it.
 func BenchmarkRecallTurn(b *testing.B) {
-	for _, n := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
-			rc, _ := rbFilled(b, n)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				in, out := rbTurn(n + i)
-				if err := rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := rc.LoadMemoryVariables(ctx, map[string]any{"input": in}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	rbSizes(b, []int{100, 1000, 10000}, func(ctx context.Context, rc *memories.Recall, _ schema.Memory, n, i int) error {
+		in, out := rbTurn(n + i)
+		if err := rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}); err != nil {
+			return err
+		}
+		_, err := rc.LoadMemoryVariables(ctx, map[string]any{"input": in})
+		return err
+	})
 }
