@@ -162,7 +162,7 @@ func TestAsHistoryMethods(t *testing.T) {
 		assert.Equal(t, []llms.ChatMessage{system("sys"), human("new"), ai("reply")}, got)
 		st, err := s.GetState(ctx, id, "summary")
 		require.NoError(t, err)
-		assert.Equal(t, store.State{}, st, "SetMessages clears, and Clear removes state (documented)")
+		assert.False(t, st.Exists(), "SetMessages clears, and Clear removes state (documented)")
 		recs, err := s.All(ctx, id)
 		require.NoError(t, err)
 		assert.Greater(t, recs[0].Seq, before.LastSeq, "replaced messages get new Seqs")

@@ -51,6 +51,9 @@ type History struct {
 	sums  []uint64 // sums[i] is a hash of message i as it was numbered
 	next  int64
 	state map[string]State
+	// cleared is the absent version state values have after a Clear (0
+	// before the first), drawn from next like versions.
+	cleared int64
 }
 
 var (
@@ -243,6 +246,8 @@ func (s *History) Clear(ctx context.Context, id memstack.Identity) error {
 	}
 	s.seqs, s.sums = nil, nil
 	s.state = nil
+	s.next++
+	s.cleared = s.next
 	return nil
 }
 
@@ -261,7 +266,10 @@ func (s *History) GetState(ctx context.Context, id memstack.Identity, name strin
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.state[name]
+	st, ok := s.state[name]
+	if !ok {
+		return State{Version: s.cleared}, nil
+	}
 	st.Value = bytes.Clone(st.Value)
 	return st, nil
 }
@@ -276,12 +284,16 @@ func (s *History) PutState(ctx context.Context, id memstack.Identity, name strin
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur := s.state[name]; cur.Version != expect {
+	cur, ok := s.state[name]
+	if !ok {
+		cur.Version = s.cleared
+	}
+	if cur.Version != expect {
 		return 0, fmt.Errorf("%w: state %q is at version %d, not %d", ErrConflict, name, cur.Version, expect)
 	}
 	if value == nil {
 		delete(s.state, name)
-		return 0, nil
+		return s.cleared, nil
 	}
 	if s.state == nil {
 		s.state = make(map[string]State)

@@ -24,16 +24,29 @@ import (
 type InMemory struct {
 	mu    sync.RWMutex
 	convs map[memstack.Identity]*conversation
-	// seq is the store-wide counter Seqs and state versions come from, so
-	// neither is ever reused, not even after Forget.
+	// seq is the store-wide counter Seqs, state versions and absent
+	// versions come from, so none is ever reused, not even after Forget.
 	seq atomic.Int64
+	// forgotten is the store-wide absent version: drawn from seq by every
+	// Forget, it is the absent version of identities without a Clear mark.
+	forgotten atomic.Int64
 }
 
 type conversation struct {
 	mu      sync.RWMutex
 	records []Record
 	state   map[string]State
-	dead    bool // set by Forget: writers must fetch the identity's new entry
+	cleared int64 // the Clear mark: id's absent version, 0 if never cleared
+	dead    bool  // set by Forget: writers must fetch the identity's new entry
+}
+
+// absent returns c's absent version (c may be nil); c.mu is held if c is
+// not nil.
+func (s *InMemory) absent(c *conversation) int64 {
+	if c != nil && c.cleared != 0 {
+		return c.cleared
+	}
+	return s.forgotten.Load()
 }
 
 // lockLive returns id's conversation, created if needed, locked for
@@ -214,25 +227,27 @@ func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	c := s.conv(id, false)
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
+	// The identity's entry is created if needed: a commit may have read
+	// its absent version before any message was stored.
+	c := s.lockLive(id)
 	defer c.mu.Unlock()
 	c.records = nil
 	c.state = nil
+	c.cleared = s.seq.Add(1)
 	return nil
 }
 
-// Forget implements Store: it removes id's messages and state. An InMemory
-// store has one namespace, so Forget is Clear that also drops the
-// identity's entry.
+// Forget implements Store: it removes id's messages, state and Clear mark.
+// An InMemory store has one namespace, so Forget is Clear that also drops
+// the identity's entry; the store-wide absent version is drawn before the
+// entry is dropped, so a PutState on the identity's next entry never
+// matches an absent version read before.
 func (s *InMemory) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
+	s.forgotten.Store(s.seq.Add(1))
 	c := s.convs[id]
 	delete(s.convs, id)
 	s.mu.Unlock()
@@ -256,11 +271,14 @@ func (s *InMemory) GetState(ctx context.Context, id memstack.Identity, name stri
 	}
 	c := s.conv(id, false)
 	if c == nil {
-		return State{}, nil
+		return State{Version: s.absent(nil)}, nil
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	st := c.state[name]
+	st, ok := c.state[name]
+	if !ok {
+		return State{Version: s.absent(c)}, nil
+	}
 	st.Value = bytes.Clone(st.Value)
 	return st, nil
 }
@@ -275,13 +293,16 @@ func (s *InMemory) PutState(ctx context.Context, id memstack.Identity, name stri
 	}
 	c := s.lockLive(id)
 	defer c.mu.Unlock()
-	cur := c.state[name]
+	cur, ok := c.state[name]
+	if !ok {
+		cur.Version = s.absent(c)
+	}
 	if cur.Version != expect {
 		return 0, fmt.Errorf("%w: state %q of %s is at version %d, not %d", ErrConflict, name, id.Key(), cur.Version, expect)
 	}
 	if value == nil {
 		delete(c.state, name)
-		return 0, nil
+		return s.absent(c), nil
 	}
 	if c.state == nil {
 		c.state = make(map[string]State)

@@ -52,6 +52,40 @@
 // overwrite each other's update unnoticed. Versions, like Seqs, are never
 // reused.
 //
+// # Cleared means gone, across replicas
+//
+// A Clear or Forget defeats every state compare-and-set that read the
+// state before it — also one another process was in the middle of (a
+// background summary folding the turns being cleared). Without that, a
+// commit that read "no summary yet" before a Clear would land after it,
+// and the cleared text would be shown and stored again.
+//
+// The rule that makes it so: an absent value has a version too. GetState
+// of a name with no value returns Value nil and the identity's absent
+// version, which is
+//
+//   - 0 for an identity never cleared in a store that never ran Forget;
+//   - after Clear, a fresh version drawn for that identity (in the Store's
+//     namespace): Clear leaves this one mark of the identity behind;
+//   - after Forget, which leaves nothing of the identity behind, not even
+//     a mark, a fresh version drawn for the whole store: the absent version
+//     of every identity without a Clear mark changes, so a first commit
+//     racing with any Forget conflicts and is retried (Forget is rare).
+//
+// Absent versions come from the same never-reused counter as versions. A
+// PutState that creates a value must expect the version GetState reported
+// for the absent value (State.Exists tells which it is); one that read
+// before a Clear or Forget conflicts after it. A nil value deletes and
+// returns the absent version the name has afterwards. Clear and Forget are
+// each one atomic step for a reader of one namespace: it sees the
+// identity's messages, state and absent versions all from before or all
+// from after.
+//
+// Memories build on it by reading the state, with its version, before the
+// messages they derive a commit from: a commit built on messages that a
+// Clear or Forget removed then always conflicts, and is dropped (Summary,
+// Facts and Recall do this; see package memories).
+//
 // System messages are pinned: RemovePrefix never removes them; only Clear
 // and Forget do. Every memory type keeps system prompts ahead of whatever window it
 // shows, so the store is where that rule lives.
@@ -111,11 +145,19 @@ type Stat struct {
 }
 
 // State is one named value kept for an identity and the version that
-// guards its updates. The zero State (Version 0) means "absent".
+// guards its updates.
 type State struct {
-	Value   []byte
+	// Value is the stored value; nil when there is none (a stored empty
+	// value is a non-nil, empty slice).
+	Value []byte
+	// Version guards the next PutState: the version of the stored value,
+	// or, when Value is nil, the identity's absent version (0 until a
+	// Clear or Forget; see the package documentation).
 	Version int64
 }
+
+// Exists reports whether the state holds a value.
+func (s State) Exists() bool { return s.Value != nil }
 
 // Store keeps the messages and state of many identities: the storage port.
 // See the package documentation for the contract every implementation
@@ -123,22 +165,26 @@ type State struct {
 type Store interface {
 	Messages
 	States
-	// Forget removes everything the backend holds for id — messages and
-	// state, in every namespace the backend keeps (a Redis key prefix, a
-	// table prefix) — and nothing of any other identity. It is the call
-	// for a user's request to be forgotten.
+	// Forget removes everything the backend holds for id — messages,
+	// state and Clear marks, in every namespace the backend keeps (a Redis
+	// key prefix, a table prefix) — and nothing of any other identity. It
+	// first draws a fresh store-wide absent version, so a commit that read
+	// id's state before Forget conflicts (see the package documentation).
+	// It is the call for a user's request to be forgotten.
 	Forget(ctx context.Context, id memstack.Identity) error
 }
 
 // States keeps small named values per identity.
 type States interface {
-	// GetState returns the value stored under name for id, or the zero
-	// State if there is none.
+	// GetState returns the value stored under name for id and its
+	// version, or, if there is none, a nil Value and id's absent version
+	// (see the package documentation).
 	GetState(ctx context.Context, id memstack.Identity, name string) (State, error)
 	// PutState stores value under name for id if the current version is
-	// expect (0: there must be no value yet) and returns the new version;
-	// otherwise it stores nothing and returns an error wrapping
-	// ErrConflict. A nil value deletes the entry.
+	// expect — for an absent value, the absent version GetState reported
+	// — and returns the new version; otherwise it stores nothing and
+	// returns an error wrapping ErrConflict. A nil value deletes the entry
+	// and returns the absent version the name has afterwards.
 	PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error)
 }
 
@@ -159,7 +205,8 @@ type Messages interface {
 	// most through, and returns how many it removed. System messages stay.
 	RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error)
 	// Clear removes every message of id, system messages included, and
-	// every state value of id, in this store's namespace. Other identities
+	// every state value of id, in this store's namespace, and gives id a
+	// fresh absent version there, in one atomic step. Other identities
 	// are untouched.
 	Clear(ctx context.Context, id memstack.Identity) error
 }

@@ -43,6 +43,9 @@ var cases = []testCase{
 	{"StateCompareAndSet", testStateCAS},
 	{"StateDelete", testStateDelete},
 	{"StateVersionsNeverReused", testStateVersionsNeverReused},
+	{"ClearDefeatsEarlierCommits", testClearDefeatsCommits},
+	{"ClearMarksOneIdentity", testClearMarksOneIdentity},
+	{"ClearRacingCommitsLeavesNothingOlder", testClearRacingCommits},
 	{"StateValuesAreBytes", testStateBytes},
 	{"StateNamesValidated", testStateNames},
 	{"StateIsolated", testStateIsolated},
@@ -135,6 +138,21 @@ func mustGet(t *testing.T, s store.Store, id memstack.Identity, name string) sto
 	st, err := s.GetState(context.Background(), id, name)
 	require.NoError(t, err, "GetState(%s, %q)", id, name)
 	return st
+}
+
+// mustCreate stores value under a name that has none, expecting the
+// absent version GetState reports, and returns the new version.
+func mustCreate(t *testing.T, s store.Store, id memstack.Identity, name string, value []byte) int64 {
+	t.Helper()
+	st := mustGet(t, s, id, name)
+	require.False(t, st.Exists(), "state %q of %s exists already", name, id)
+	return mustPut(t, s, id, name, value, st.Version)
+}
+
+// assertAbsent checks that st holds no value.
+func assertAbsent(t *testing.T, st store.State, msgAndArgs ...any) bool {
+	t.Helper()
+	return assert.Nil(t, st.Value, msgAndArgs...) && assert.False(t, st.Exists(), msgAndArgs...)
 }
 
 func mustPut(t *testing.T, s store.Store, id memstack.Identity, name string, value []byte, expect int64) int64 {
@@ -381,15 +399,15 @@ func testClear(t *testing.T, e *env) {
 
 	mustAppend(t, s, alice, system("sys"), human("h1"), ai("a1"))
 	mustAppend(t, s, bob, system("bsys"), human("b1"))
-	va := mustPut(t, s, alice, "summary", []byte("alice summary"), 0)
-	vb := mustPut(t, s, bob, "summary", []byte("bob summary"), 0)
+	va := mustCreate(t, s, alice, "summary", []byte("alice summary"))
+	vb := mustCreate(t, s, bob, "summary", []byte("bob summary"))
 	bobAll := mustAll(t, s, bob)
 	last := mustStat(t, s, alice).LastSeq
 
 	require.NoError(t, s.Clear(e.ctx, alice))
 	assert.Empty(t, mustAll(t, s, alice), "Clear removes every message, system ones included")
 	assert.Equal(t, store.Stat{}, mustStat(t, s, alice))
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"), "Clear removes the identity's state")
+	assertAbsent(t, mustGet(t, s, alice, "summary"), "Clear removes the identity's state")
 
 	assert.Equal(t, bobAll, mustAll(t, s, bob), "Clear touches one identity only")
 	assert.Equal(t, store.State{Value: []byte("bob summary"), Version: vb}, mustGet(t, s, bob, "summary"))
@@ -411,18 +429,18 @@ func testForget(t *testing.T, e *env) {
 	mustAppend(t, s, alice, system("sys"), human("h1"), ai("a1"))
 	mustAppend(t, s, bob, human("b1"), ai("b2"))
 	mustAppend(t, s, other, human("o1"))
-	va := mustPut(t, s, alice, "summary", []byte("a"), 0)
-	mustPut(t, s, alice, "facts", []byte("f"), 0)
-	vb := mustPut(t, s, bob, "summary", []byte("b"), 0)
-	vo := mustPut(t, s, other, "summary", []byte("o"), 0)
+	va := mustCreate(t, s, alice, "summary", []byte("a"))
+	mustCreate(t, s, alice, "facts", []byte("f"))
+	vb := mustCreate(t, s, bob, "summary", []byte("b"))
+	vo := mustCreate(t, s, other, "summary", []byte("o"))
 	bobAll, otherAll := mustAll(t, s, bob), mustAll(t, s, other)
 	last := mustStat(t, s, alice).LastSeq
 
 	require.NoError(t, s.Forget(e.ctx, alice))
 	assert.Empty(t, mustAll(t, s, alice))
 	assert.Equal(t, store.Stat{}, mustStat(t, s, alice))
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"))
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "facts"))
+	assertAbsent(t, mustGet(t, s, alice, "summary"))
+	assertAbsent(t, mustGet(t, s, alice, "facts"))
 
 	assert.Equal(t, bobAll, mustAll(t, s, bob), "Forget touches one identity only")
 	assert.Equal(t, otherAll, mustAll(t, s, other), "Forget touches one conversation only")
@@ -431,13 +449,13 @@ func testForget(t *testing.T, e *env) {
 
 	_, err := s.PutState(e.ctx, alice, "summary", []byte("stale"), va)
 	assert.ErrorIs(t, err, store.ErrConflict, "a version from before Forget must conflict")
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"))
+	assertAbsent(t, mustGet(t, s, alice, "summary"))
 
 	mustAppend(t, s, alice, human("again"))
 	rs := mustAll(t, s, alice)
 	require.Len(t, rs, 1)
 	assert.Greater(t, rs[0].Seq, last, "an append after Forget gets a Seq greater than any before")
-	v := mustPut(t, s, alice, "summary", []byte("new"), 0)
+	v := mustCreate(t, s, alice, "summary", []byte("new"))
 	assert.NotEqual(t, va, v, "a version from before Forget is not handed out again")
 }
 
@@ -476,15 +494,15 @@ func testSeqsNeverReused(t *testing.T, e *env) {
 
 func testStateAbsent(t *testing.T, e *env) {
 	s := e.store()
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"), "unknown identity")
+	assertAbsent(t, mustGet(t, s, alice, "summary"), "unknown identity")
 	mustAppend(t, s, alice, human("h"))
-	mustPut(t, s, alice, "facts", []byte("x"), 0)
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"), "known identity, unknown name")
+	mustCreate(t, s, alice, "facts", []byte("x"))
+	assertAbsent(t, mustGet(t, s, alice, "summary"), "known identity, unknown name")
 }
 
 func testStateCAS(t *testing.T, e *env) {
 	s := e.store()
-	v1 := mustPut(t, s, alice, "summary", []byte("one"), 0)
+	v1 := mustCreate(t, s, alice, "summary", []byte("one"))
 	assert.Positive(t, v1)
 	assert.Equal(t, store.State{Value: []byte("one"), Version: v1}, mustGet(t, s, alice, "summary"))
 
@@ -514,7 +532,7 @@ func testStateCAS(t *testing.T, e *env) {
 
 	_, err = s.PutState(e.ctx, alice, "absent", []byte("x"), v2)
 	assert.ErrorIs(t, err, store.ErrConflict, "a non-zero expect for an absent value")
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "absent"))
+	assertAbsent(t, mustGet(t, s, alice, "absent"))
 
 	// An empty, non-nil value is a value, not a delete.
 	v3 := mustPut(t, s, alice, "summary", []byte{}, v2)
@@ -525,21 +543,23 @@ func testStateCAS(t *testing.T, e *env) {
 
 func testStateDelete(t *testing.T, e *env) {
 	s := e.store()
-	v1 := mustPut(t, s, alice, "summary", []byte("one"), 0)
+	v1 := mustCreate(t, s, alice, "summary", []byte("one"))
 
 	_, err := s.PutState(e.ctx, alice, "summary", nil, v1+1000)
 	assert.ErrorIs(t, err, store.ErrConflict, "a delete is a compare-and-set too")
 	assert.Equal(t, store.State{Value: []byte("one"), Version: v1}, mustGet(t, s, alice, "summary"))
 
-	_, err = s.PutState(e.ctx, alice, "summary", nil, v1)
+	absent, err := s.PutState(e.ctx, alice, "summary", nil, v1)
 	require.NoError(t, err)
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"), "a nil value deletes")
+	gone := mustGet(t, s, alice, "summary")
+	assertAbsent(t, gone, "a nil value deletes")
+	assert.Equal(t, gone.Version, absent, "a delete returns the absent version the name has afterwards")
 
 	_, err = s.PutState(e.ctx, alice, "summary", []byte("stale"), v1)
 	assert.ErrorIs(t, err, store.ErrConflict, "a version from before the delete must conflict")
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "summary"))
+	assertAbsent(t, mustGet(t, s, alice, "summary"))
 
-	v2 := mustPut(t, s, alice, "summary", []byte("again"), 0)
+	v2 := mustCreate(t, s, alice, "summary", []byte("again"))
 	assert.NotEqual(t, v1, v2)
 	assert.Equal(t, store.State{Value: []byte("again"), Version: v2}, mustGet(t, s, alice, "summary"))
 }
@@ -554,25 +574,158 @@ func testStateVersionsNeverReused(t *testing.T, e *env) {
 		}
 		seen[v] = what
 	}
-	v := mustPut(t, s, alice, "summary", []byte("1"), 0)
+	v := mustCreate(t, s, alice, "summary", []byte("1"))
 	record(v, "create")
 	v = mustPut(t, s, alice, "summary", []byte("2"), v)
 	record(v, "update")
 	_, err := s.PutState(e.ctx, alice, "summary", nil, v)
 	require.NoError(t, err)
-	v = mustPut(t, s, alice, "summary", []byte("3"), 0)
+	v = mustCreate(t, s, alice, "summary", []byte("3"))
 	record(v, "create after delete")
-	record(mustPut(t, s, alice, "other", []byte("x"), 0), "another name")
-	record(mustPut(t, s, bob, "summary", []byte("x"), 0), "another identity")
+	record(mustCreate(t, s, alice, "other", []byte("x")), "another name")
+	record(mustCreate(t, s, bob, "summary", []byte("x")), "another identity")
 	require.NoError(t, s.Clear(e.ctx, alice))
-	v = mustPut(t, s, alice, "summary", []byte("4"), 0)
+	v = mustCreate(t, s, alice, "summary", []byte("4"))
 	record(v, "create after Clear")
 	require.NoError(t, s.Forget(e.ctx, alice))
 	for _, old := range []int64{v} {
 		_, err := s.PutState(e.ctx, alice, "summary", []byte("stale"), old)
 		assert.ErrorIs(t, err, store.ErrConflict)
 	}
-	record(mustPut(t, s, alice, "summary", []byte("5"), 0), "create after Forget")
+	record(mustCreate(t, s, alice, "summary", []byte("5")), "create after Forget")
+}
+
+// testClearDefeatsCommits is "cleared means gone": a compare-and-set that
+// read the state before a Clear or Forget — on this client or another —
+// conflicts after it, whether the value existed then or not (a first
+// commit read the absent version).
+func testClearDefeatsCommits(t *testing.T, e *env) {
+	a, b := e.store(), e.store()
+	ops := []struct {
+		name string
+		run  func(s store.Store) error
+	}{
+		{"Clear", func(s store.Store) error { return s.Clear(e.ctx, alice) }},
+		{"Forget", func(s store.Store) error { return s.Forget(e.ctx, alice) }},
+	}
+	for _, op := range ops {
+		for _, existed := range []bool{false, true} {
+			for _, other := range []bool{false, true} {
+				name := fmt.Sprintf("%s/existed=%t/other client=%t", op.name, existed, other)
+				t.Run(name, func(t *testing.T) {
+					state := "s" + strconv.Itoa(len(name)) + strings.NewReplacer("/", "_", "=", "_", " ", "_").Replace(name)
+					mustAppend(t, a, alice, human("card 4111 1111 1111 1111"), ai("noted"))
+					if existed {
+						mustCreate(t, a, alice, state, []byte("before"))
+					}
+					read := mustGet(t, a, alice, state)
+					require.Equal(t, existed, read.Exists())
+					clearer := a
+					if other {
+						clearer = b
+					}
+					require.NoError(t, op.run(clearer))
+
+					after := mustGet(t, a, alice, state)
+					assertAbsent(t, after, "%s removes the value", op.name)
+					assert.NotEqual(t, read.Version, after.Version, "%s gives the absent value a version no reader had before", op.name)
+					_, err := a.PutState(e.ctx, alice, state, []byte("the card 4111"), read.Version)
+					assert.ErrorIs(t, err, store.ErrConflict, "a commit that read before %s must conflict after it", op.name)
+					assertAbsent(t, mustGet(t, a, alice, state), "the conflicting commit stored nothing")
+					assertAbsent(t, mustGet(t, b, alice, state), "the conflicting commit stored nothing (second client)")
+
+					v := mustCreate(t, b, alice, state, []byte("after"))
+					assert.Equal(t, store.State{Value: []byte("after"), Version: v}, mustGet(t, a, alice, state), "a commit that read after %s lands", op.name)
+					require.NoError(t, a.Clear(e.ctx, alice))
+				})
+			}
+		}
+	}
+}
+
+// testClearMarksOneIdentity checks that a Clear does not fail another
+// identity's commits: its absent version is its own.
+func testClearMarksOneIdentity(t *testing.T, e *env) {
+	s := e.store()
+	mustAppend(t, s, alice, human("a"))
+	mustAppend(t, s, bob, human("b"))
+	bobRead := mustGet(t, s, bob, "summary")
+	aliceRead := mustGet(t, s, alice, "summary")
+	require.NoError(t, s.Clear(e.ctx, alice))
+	v, err := s.PutState(e.ctx, bob, "summary", []byte("bob"), bobRead.Version)
+	require.NoError(t, err, "Clear of one identity must not fail another identity's first commit")
+	assert.Equal(t, store.State{Value: []byte("bob"), Version: v}, mustGet(t, s, bob, "summary"))
+	_, err = s.PutState(e.ctx, alice, "summary", []byte("alice"), aliceRead.Version)
+	assert.ErrorIs(t, err, store.ErrConflict)
+}
+
+// testClearRacingCommits runs writers that read and commit in a loop,
+// from two clients, while Clears run: no commit whose read finished before
+// a Clear began may succeed when it started after that Clear returned. A
+// Clear that removes the state and moves the absent version in two steps
+// fails it, and so does one that does not move it at all.
+func testClearRacingCommits(t *testing.T, e *env) {
+	clients := []store.Store{e.store(), e.store()}
+	base := time.Now()
+	now := func() int64 { return time.Since(base).Nanoseconds() }
+	type commit struct{ readDone, putStart int64 }
+	type span struct{ start, end int64 }
+	var mu sync.Mutex
+	var commits []commit
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		c := clients[w%2]
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st, err := c.GetState(e.ctx, alice, "race")
+				if !assert.NoError(t, err) {
+					return
+				}
+				done := now()
+				if i%2 == 0 {
+					time.Sleep(200 * time.Microsecond) // a commit that spans a Clear
+				}
+				start := now()
+				_, err = c.PutState(e.ctx, alice, "race", []byte("v"), st.Version)
+				if errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				commits = append(commits, commit{done, start})
+				mu.Unlock()
+			}
+		})
+	}
+	var clears []span
+	for round := range 30 {
+		time.Sleep(time.Millisecond)
+		sp := span{start: now()}
+		require.NoError(t, clients[round%2].Clear(e.ctx, alice))
+		sp.end = now()
+		clears = append(clears, sp)
+	}
+	close(stop)
+	wg.Wait()
+	require.NotEmpty(t, commits, "no commit succeeded: the test proves nothing")
+	bad := 0
+	for _, c := range commits {
+		for _, sp := range clears {
+			if c.readDone < sp.start && c.putStart > sp.end {
+				bad++
+				break
+			}
+		}
+	}
+	assert.Zero(t, bad, "%d of %d commits read before a Clear began, started after it returned, and still landed", bad, len(commits))
 }
 
 func testStateBytes(t *testing.T, e *env) {
@@ -586,7 +739,7 @@ func testStateBytes(t *testing.T, e *env) {
 	}
 	versions := map[string]int64{}
 	for name, v := range values {
-		versions[name] = mustPut(t, s, alice, name, v, 0)
+		versions[name] = mustCreate(t, s, alice, name, v)
 	}
 	for name, v := range values {
 		got := mustGet(t, s, alice, name)
@@ -595,7 +748,7 @@ func testStateBytes(t *testing.T, e *env) {
 	}
 	// The caller's slices are not kept, and the returned ones are copies.
 	buf := []byte("original")
-	v := mustPut(t, s, alice, "copy", buf, 0)
+	v := mustCreate(t, s, alice, "copy", buf)
 	copy(buf, "CHANGED!")
 	got := mustGet(t, s, alice, "copy")
 	assert.Equal(t, store.State{Value: []byte("original"), Version: v}, got)
@@ -615,22 +768,22 @@ func testStateNames(t *testing.T, e *env) {
 	good := []string{"a", "summary", "!", "~", "a:b", "*", "{x}", "%", "_", "a/b", strings.Repeat("n", 200), "';DROP-TABLE-x;--"}
 	versions := map[string]int64{}
 	for _, name := range good {
-		versions[name] = mustPut(t, s, alice, name, []byte("value of "+name), 0)
+		versions[name] = mustCreate(t, s, alice, name, []byte("value of "+name))
 	}
 	for _, name := range good {
 		assert.Equal(t, store.State{Value: []byte("value of " + name), Version: versions[name]}, mustGet(t, s, alice, name), "state %q", name)
 	}
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "a%"), "names are not patterns")
-	assert.Equal(t, store.State{}, mustGet(t, s, alice, "A"), "names are case-sensitive")
+	assertAbsent(t, mustGet(t, s, alice, "a%"), "names are not patterns")
+	assertAbsent(t, mustGet(t, s, alice, "A"), "names are case-sensitive")
 }
 
 func testStateIsolated(t *testing.T, e *env) {
 	s := e.store()
-	va := mustPut(t, s, alice, "summary", []byte("alice"), 0)
-	assert.Equal(t, store.State{}, mustGet(t, s, bob, "summary"))
+	va := mustCreate(t, s, alice, "summary", []byte("alice"))
+	assertAbsent(t, mustGet(t, s, bob, "summary"))
 	_, err := s.PutState(e.ctx, bob, "summary", []byte("bob"), va)
 	assert.ErrorIs(t, err, store.ErrConflict, "another identity's version is not this one's")
-	vb := mustPut(t, s, bob, "summary", []byte("bob"), 0)
+	vb := mustCreate(t, s, bob, "summary", []byte("bob"))
 	assert.Equal(t, store.State{Value: []byte("alice"), Version: va}, mustGet(t, s, alice, "summary"))
 	assert.Equal(t, store.State{Value: []byte("bob"), Version: vb}, mustGet(t, s, bob, "summary"))
 
@@ -713,7 +866,7 @@ func testIdentitiesIsolated(t *testing.T, e *env) {
 	}
 	for i, id := range ids {
 		mustAppend(t, s, id, human(fmt.Sprintf("human %d", i)), ai(fmt.Sprintf("ai %d", i)))
-		mustPut(t, s, id, "summary", []byte(fmt.Sprint("state ", i)), 0)
+		mustCreate(t, s, id, "summary", []byte(fmt.Sprint("state ", i)))
 	}
 	check := func(when string, gone map[int]bool) {
 		t.Helper()
@@ -722,7 +875,7 @@ func testIdentitiesIsolated(t *testing.T, e *env) {
 			st := mustGet(t, s, id, "summary")
 			if gone[i] {
 				assert.Empty(t, rs, "%s: identity %d (%.60s)", when, i, id.Key())
-				assert.Equal(t, store.State{}, st, "%s: identity %d (%.60s)", when, i, id.Key())
+				assertAbsent(t, st, "%s: identity %d (%.60s)", when, i, id.Key())
 				continue
 			}
 			assert.Equal(t, []string{fmt.Sprintf("human %d", i), fmt.Sprintf("ai %d", i)}, contentsOf(rs),
@@ -755,7 +908,7 @@ func testForgetAdversarial(t *testing.T, e *env) {
 	ids := adversarialIdentities()
 	for i, id := range ids {
 		mustAppend(t, s, id, human(fmt.Sprint("m", i)))
-		mustPut(t, s, id, "summary", []byte(fmt.Sprint("s", i)), 0)
+		mustCreate(t, s, id, "summary", []byte(fmt.Sprint("s", i)))
 	}
 	gone := map[int]bool{}
 	// Identities whose key looks like a pattern or a prefix of another's
@@ -768,7 +921,7 @@ func testForgetAdversarial(t *testing.T, e *env) {
 			st := mustGet(t, s, id, "summary")
 			if gone[j] {
 				assert.Empty(t, rs, "identity %d after Forget of %d", j, i)
-				assert.Equal(t, store.State{}, st, "identity %d after Forget of %d", j, i)
+				assertAbsent(t, st, "identity %d after Forget of %d", j, i)
 			} else {
 				assert.Equal(t, []string{fmt.Sprint("m", j)}, contentsOf(rs), "Forget of identity %d (%.60s) touched identity %d (%.60s)", i, ids[i].Key(), j, id.Key())
 				assert.Equal(t, fmt.Sprint("s", j), string(st.Value), "Forget of identity %d touched the state of identity %d", i, j)
@@ -1071,7 +1224,7 @@ func testTwoClientsState(t *testing.T, e *env) {
 							return
 						}
 						n := 0
-						if st.Version != 0 {
+						if st.Exists() {
 							if n, err = strconv.Atoi(string(st.Value)); !assert.NoError(t, err) {
 								return
 							}
@@ -1109,7 +1262,7 @@ func testCancelledContext(t *testing.T, e *env) {
 	s := e.store()
 	mustAppend(t, s, alice, system("sys"), human("h1"), ai("a1"))
 	mustAppend(t, s, alice, human("h2"), ai("a2"))
-	v := mustPut(t, s, alice, "summary", []byte("kept"), 0)
+	v := mustCreate(t, s, alice, "summary", []byte("kept"))
 	before := mustAll(t, s, alice)
 	stateBefore := mustGet(t, s, alice, "summary")
 
@@ -1159,7 +1312,7 @@ func testCancelledContext(t *testing.T, e *env) {
 			assert.Equal(t, before, mustAll(t, s, alice), "a cancelled call changes nothing")
 			assert.Equal(t, stateBefore, mustGet(t, s, alice, "summary"), "a cancelled call changes no state")
 			assert.Empty(t, mustAll(t, s, bob))
-			assert.Equal(t, store.State{}, mustGet(t, s, bob, "summary"))
+			assertAbsent(t, mustGet(t, s, bob, "summary"))
 		})
 	}
 }
@@ -1174,9 +1327,9 @@ func testSurvivesReopen(t *testing.T, e *env) {
 	all := mustAll(t, c1, alice)
 	_, err := c1.RemovePrefix(e.ctx, alice, all[2].Seq)
 	require.NoError(t, err)
-	va := mustPut(t, c1, alice, "summary", []byte("alice \x00 summary"), 0)
+	va := mustCreate(t, c1, alice, "summary", []byte("alice \x00 summary"))
 	va = mustPut(t, c1, alice, "summary", []byte("alice \x00 summary v2"), va)
-	vb := mustPut(t, c1, bob, "facts", []byte{0xff, 0x00}, 0)
+	vb := mustCreate(t, c1, bob, "facts", []byte{0xff, 0x00})
 
 	wantAlice, wantBob := mustAll(t, c1, alice), mustAll(t, c1, bob)
 	wantStat := mustStat(t, c1, alice)

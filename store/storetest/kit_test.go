@@ -59,6 +59,39 @@ func (s blindPut) PutState(ctx context.Context, id memstack.Identity, name strin
 	return s.InMemory.PutState(ctx, id, name, value, cur.Version)
 }
 
+// absentIsZero is the store before absent versions: an absent value reads
+// as version 0 before and after a Clear, so a commit that read before the
+// Clear lands after it.
+type absentIsZero struct{ *store.InMemory }
+
+func (s absentIsZero) GetState(ctx context.Context, id memstack.Identity, name string) (store.State, error) {
+	st, err := s.InMemory.GetState(ctx, id, name)
+	if err == nil && !st.Exists() {
+		st.Version = 0
+	}
+	return st, err
+}
+
+func (s absentIsZero) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
+	if expect == 0 {
+		if cur, err := s.InMemory.GetState(ctx, id, name); err == nil && !cur.Exists() {
+			expect = cur.Version
+		}
+	}
+	return s.InMemory.PutState(ctx, id, name, value, expect)
+}
+
+// clearMarksAll moves every identity's absent version on a Clear (as a
+// store-wide counter would), failing other identities' first commits.
+type clearMarksAll struct{ *store.InMemory }
+
+func (s clearMarksAll) Clear(ctx context.Context, id memstack.Identity) error {
+	if err := s.InMemory.Clear(ctx, id); err != nil {
+		return err
+	}
+	return s.InMemory.Forget(ctx, memstack.Identity{Tenant: "nobody"})
+}
+
 // joinedKeys keys identities by joining the raw parts with ':', so
 // ("a:b", "", "") and ("a", "b", "") collide.
 type joinedKeys struct{ *store.InMemory }
@@ -203,6 +236,9 @@ var brokenStores = map[string]struct {
 	"Clear keeps system":                           {func(s *store.InMemory) store.Store { return clearKeepsSystem{s} }, "Clear"},
 	"ignores context":                              {func(s *store.InMemory) store.Store { return ignoresContext{s} }, "CancelledContext"},
 	"PutState ignores CAS":                         {func(s *store.InMemory) store.Store { return blindPut{s} }, "StateCompareAndSet"},
+	"absent reads as 0 after Clear":                {func(s *store.InMemory) store.Store { return absentIsZero{s} }, "ClearDefeatsEarlierCommits"},
+	"absent reads as 0 while Clears race":          {func(s *store.InMemory) store.Store { return absentIsZero{s} }, "ClearRacingCommitsLeavesNothingOlder"},
+	"Clear marks every identity":                   {func(s *store.InMemory) store.Store { return clearMarksAll{s} }, "ClearMarksOneIdentity"},
 	"joined identity keys":                         {func(s *store.InMemory) store.Store { return joinedKeys{s} }, "IdentitiesIsolated"},
 	"Forget keeps state":                           {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "Forget"},
 	"Forget keeps state of adversarial identities": {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "ForgetAdversarialIdentities"},

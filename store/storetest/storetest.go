@@ -57,11 +57,18 @@
 //     messages are pinned;
 //   - Clear removes the messages and the state of that identity only;
 //     Forget removes everything of that identity and nothing else;
-//   - state: GetState of an absent name is the zero store.State; PutState is
-//     a compare-and-set (expect 0 for a new value; a wrong version is an
-//     error wrapping store.ErrConflict and stores nothing); a nil value
-//     deletes; versions are never reused, so a version from before a delete,
-//     a Clear or a Forget conflicts afterwards; values are arbitrary bytes
+//   - state: GetState of an absent name has a nil Value and the identity's
+//     absent version; PutState is a compare-and-set (a new value expects
+//     that absent version; a wrong version is an error wrapping
+//     store.ErrConflict and stores nothing); a nil value deletes and
+//     returns the absent version; versions are never reused, so a version
+//     from before a delete, a Clear or a Forget conflicts afterwards;
+//   - cleared means gone: a commit that read the state before a Clear or
+//     Forget (on the same client or another), of a value that existed or
+//     not, conflicts after it; a Clear of one identity does not fail
+//     another's first commit; writers committing in a loop from two
+//     clients while Clears run never land a commit that read before a
+//     Clear began and started after it returned; values are arbitrary bytes
 //     (0x00 and 0xFF included); an invalid state name (store.CheckStateName)
 //     is an error wrapping store.ErrInvalidArgument; states of different
 //     identities and names are apart; two clients incrementing one counter
