@@ -17,6 +17,9 @@ import (
 type base struct {
 	cfg config
 	err error // construction error; every method returns it
+	// checkID, if set, vets the identity of every call (Facts with
+	// WithFactsPerUser reserves one conversation name).
+	checkID func(memstack.Identity) error
 }
 
 func newBase(typ string, allowed optKinds, opts []Option) base {
@@ -44,13 +47,19 @@ func (b *base) begin(ctx context.Context) (memstack.Identity, error) {
 	if err := ctx.Err(); err != nil {
 		return memstack.Identity{}, fmt.Errorf("memstack: %w", err)
 	}
-	if id, ok := memstack.IdentityFrom(ctx); ok {
-		return id, nil
+	id, ok := memstack.IdentityFrom(ctx)
+	if !ok {
+		if b.cfg.requireID {
+			return memstack.Identity{}, memstack.ErrNoIdentity
+		}
+		id = b.cfg.defaultID
 	}
-	if b.cfg.requireID {
-		return memstack.Identity{}, memstack.ErrNoIdentity
+	if b.checkID != nil {
+		if err := b.checkID(id); err != nil {
+			return memstack.Identity{}, err
+		}
 	}
-	return b.cfg.defaultID, nil
+	return id, nil
 }
 
 // GetMemoryKey returns the memory key (default "history").

@@ -34,6 +34,24 @@
 // memstack.ErrNoIdentity under WithRequireIdentity. Clear clears only the
 // identity in its context.
 //
+// Clear across replicas: cleared means gone. Once Clear (of any memory
+// value on the store, in any process) or store.Forget has returned,
+// nothing it removed comes back — not from a background Summary fold, a
+// Facts extraction or a Recall indexing call that was in flight, here or
+// in another replica, when it ran. Each of them reads its state (and the
+// version guarding it) before the messages it works from, and commits with
+// a compare-and-set on that version; a Clear or Forget moves the version
+// even of an absent state (package store, "Cleared means gone"), so the
+// commit conflicts and is dropped, its model call wasted but nothing
+// stored. Facts also checks, before each commit, that the turn's messages
+// are still stored; Recall takes back the vector-store documents it added
+// for messages cleared meanwhile (when the vector store can delete them:
+// retrieval.Remover). Within one process Clear also cancels the
+// identity's running model call. What a Clear cannot reach: a vector
+// store that cannot delete keeps the cleared documents (Recall never
+// shows them), and store.Forget does not touch vector stores at all —
+// call the Recall's Clear too.
+//
 // Saving: SaveContext takes the user's message from the inputs map and the
 // model's answer from the outputs map, choosing keys exactly as langchaingo's
 // memory.GetInputValue does (see package adapter). Both maps are validated

@@ -2,6 +2,8 @@ package memories
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -304,6 +306,11 @@ type factsState struct {
 	// Facts holds every fact, current and superseded, in the order they
 	// were recorded.
 	Facts []Fact `json:"facts"`
+	// Epoch changes whenever the facts are cleared while the state stays
+	// (Clear with WithFactsPerUser keeps the coverage of the user's other
+	// conversations): an extraction that read another epoch before its
+	// model call commits its coverage but none of its facts.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 var (
@@ -393,7 +400,9 @@ func WithFactsHook(hook func(FactsEvent)) Option {
 
 // WithFactsPerUser keeps a Facts memory's facts per Tenant and User rather
 // than per conversation: every conversation of a user reads and updates the
-// same facts. See Facts.
+// same facts, kept under the identity {Tenant, User,
+// UserFactsConversation} (a store.Forget of that identity forgets them).
+// See Facts.
 func WithFactsPerUser(perUser bool) Option {
 	return func(c *config) {
 		c.scope("WithFactsPerUser", kindFactsOpt)
@@ -460,6 +469,7 @@ func NewFacts(ext extract.Extractor, opts ...Option) (*Facts, error) {
 		m.clock = s.clock
 	}
 	m.hook, m.perUser, m.timeout = s.hook, s.perUser, s.timeout
+	m.base.checkID = m.checkID
 	m.counter = m.cfg.counter
 	if m.counter == nil {
 		cl, err := tokens.CL100K()
@@ -707,12 +717,36 @@ func (m *Facts) String() string {
 		m.ext, m.maxPerTurn, m.maxFacts, m.maxTokens, m.perUser, m.cfg.background))
 }
 
+// UserFactsConversation is the Conversation part of the identity under
+// which a Facts memory with WithFactsPerUser keeps a user's facts:
+// {Tenant, User, UserFactsConversation}. It is not a conversation of its
+// own — so clearing any real conversation, the default "" one included,
+// never touches the user's facts state and the extraction coverage of
+// their other conversations — and such a Facts refuses calls whose
+// identity uses it, with an error wrapping ErrInvalidIdentity. (Before
+// memstack kept it apart, per-user facts lived under the conversation "",
+// and a Clear of that conversation wiped every conversation's coverage.)
+const UserFactsConversation = "\x00memstack-user-facts"
+
+// ErrInvalidIdentity is wrapped by the error of a call whose identity a
+// memory cannot serve (a Facts with WithFactsPerUser and a Conversation of
+// UserFactsConversation).
+var ErrInvalidIdentity = errors.New("memstack: invalid identity")
+
 // scope is the identity the facts of id are kept under.
 func (m *Facts) scope(id identity) identity {
 	if m.perUser {
-		return memstack.Identity{Tenant: id.Tenant, User: id.User}
+		return memstack.Identity{Tenant: id.Tenant, User: id.User, Conversation: UserFactsConversation}
 	}
 	return id
+}
+
+// checkID refuses the identity that per-user facts are kept under.
+func (m *Facts) checkID(id identity) error {
+	if m.perUser && id.Conversation == UserFactsConversation {
+		return fmt.Errorf("%w: conversation %q is reserved for the user's facts (WithFactsPerUser)", ErrInvalidIdentity, id.Conversation)
+	}
+	return nil
 }
 
 func (m *Facts) open() error {
@@ -816,8 +850,8 @@ func (m *Facts) readState(ctx context.Context, scope identity) (factsState, int6
 		return factsState{}, 0, fmt.Errorf("memstack: reading the facts of %s: %w", scope.Key(), err)
 	}
 	var s factsState
-	if st.Version == 0 {
-		return s, 0, nil
+	if !st.Exists() {
+		return s, st.Version, nil // the absent version: a Clear or Forget moves it
 	}
 	if err := json.Unmarshal(st.Value, &s); err != nil {
 		return factsState{}, 0, fmt.Errorf("memstack: the stored facts of %s (state %q) are not valid JSON: %w", scope.Key(), FactsStateName, err)
@@ -827,17 +861,18 @@ func (m *Facts) readState(ctx context.Context, scope identity) (factsState, int6
 
 // forgetFacts removes every fact kept under scope and keeps what
 // extraction covered, so that other conversations sharing the facts
-// (WithFactsPerUser) do not extract their old turns again.
+// (WithFactsPerUser) do not extract their old turns again. It moves the
+// state's epoch even when there is no fact yet, so an extraction in
+// flight — in this process or another replica — that read the state
+// before commits no fact from a turn said before the Clear.
 func (m *Facts) forgetFacts(ctx context.Context, scope identity) error {
 	for range stateRetries {
 		st, version, err := m.readState(ctx, scope)
 		if err != nil {
 			return err
 		}
-		if version == 0 || len(st.Facts) == 0 {
-			return nil
-		}
 		st.Facts = nil
+		st.Epoch = newEpoch(st.Epoch)
 		value, err := json.Marshal(st)
 		if err != nil {
 			return fmt.Errorf("encoding the facts of %s: %w", scope.Key(), err)
@@ -848,6 +883,17 @@ func (m *Facts) forgetFacts(ctx context.Context, scope identity) error {
 		}
 	}
 	return fmt.Errorf("%w: gave up after %d attempts", store.ErrConflict, stateRetries)
+}
+
+// newEpoch returns a random epoch other than 0 and old.
+func newEpoch(old uint64) uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if e := binary.LittleEndian.Uint64(b[:]); e != 0 && e != old {
+			return e
+		}
+	}
 }
 
 // ---- extraction scheduling (the pattern of Summary) ----
@@ -1052,7 +1098,7 @@ func (m *Facts) reportLaterLLM(ctx context.Context, id identity) {
 // not covered yet, until there is none or an attempt cannot advance.
 func (m *Facts) catchUp(ctx context.Context, id identity) {
 	for ctx.Err() == nil {
-		recs, err := m.pending(ctx, id)
+		recs, epoch, err := m.pending(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.failures.Add(1)
@@ -1064,26 +1110,28 @@ func (m *Facts) catchUp(ctx context.Context, id identity) {
 			return
 		}
 		for _, g := range splitTurns(recs) {
-			if !m.extractTurn(ctx, id, g) {
+			if !m.extractTurn(ctx, id, g, epoch) {
 				return
 			}
 		}
 	}
 }
 
-// pending returns id's messages after the last one extraction covered.
-func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, error) {
+// pending returns id's messages after the last one extraction covered,
+// and the epoch of the facts state it read (before the messages, so that
+// commit can tell a Clear that came after).
+func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, uint64, error) {
 	st, _, err := m.readState(ctx, m.scope(id))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	through := st.Through[id.Conversation]
 	stat, err := m.cfg.store.Stat(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
+		return nil, 0, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
 	}
 	if stat.Count == 0 || stat.LastSeq <= through {
-		return nil, nil
+		return nil, 0, nil
 	}
 	// Read back from the newest message until the covered one, growing
 	// the window: a save reads a few messages, not the whole history.
@@ -1095,14 +1143,14 @@ func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, error
 			recs, err = m.cfg.store.Last(ctx, id, k)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
+			return nil, 0, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
 		}
 		if k >= stat.Count || len(recs) < k || len(recs) == 0 || recs[0].Seq <= through {
 			break
 		}
 	}
 	i := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > through })
-	return recs[i:], nil
+	return recs[i:], st.Epoch, nil
 }
 
 // splitTurns splits records into turns: each starts at a human message
@@ -1122,7 +1170,7 @@ func splitTurns(recs []store.Record) [][]store.Record {
 // extractTurn extracts and commits the facts of one turn and reports
 // false when extraction cannot go on (cancelled, or the turn could not be
 // marked as covered).
-func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Record) bool {
+func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Record, epoch uint64) bool {
 	var msgs []llms.ChatMessage
 	var seqs []int64
 	var times []time.Time
@@ -1136,7 +1184,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 	}
 	through := turn[len(turn)-1].Seq
 	if len(msgs) == 0 {
-		_, _, err := m.commit(ctx, id, through, nil)
+		_, _, err := m.commit(ctx, id, through, nil, epoch)
 		return err == nil
 	}
 	ev := FactsEvent{IdentityHash: m.HashIdentity(id), Messages: len(msgs)}
@@ -1154,12 +1202,12 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 		}
 		// Skip the turn: a malformed answer or a failing model would fail
 		// again on it.
-		_, _, err := m.commit(ctx, id, through, nil)
+		_, _, err := m.commit(ctx, id, through, nil, epoch)
 		return err == nil
 	}
 	var facts []Fact
 	facts, ev.Dropped = m.choose(id, cands, seqs, times)
-	ev.Stored, ev.Superseded, err = m.commit(ctx, id, through, facts)
+	ev.Stored, ev.Superseded, err = m.commit(ctx, id, through, facts, epoch)
 	if err != nil {
 		m.failures.Add(1)
 		ev.Err = m.redact(fmt.Errorf("storing the facts of %s: %w", id.Key(), err), id)
@@ -1248,7 +1296,16 @@ func newestTime(src, seqs []int64, times []time.Time) time.Time {
 // through as covered, in one compare-and-set of the state, retried on
 // conflict. It returns how many facts it recorded and superseded. If
 // another writer covered through first, it records nothing.
-func (m *Facts) commit(ctx context.Context, id identity, through int64, facts []Fact) (stored, superseded int, err error) {
+//
+// Cleared means gone (see package store): each attempt reads the state,
+// then the messages' bounds, then commits with the version it read. If
+// the turn's messages are gone — a Clear or Forget, by any replica, after
+// pending read them — it records nothing at all; a Clear after the state
+// read makes the commit conflict, and the next attempt sees the messages
+// gone. If the facts were cleared with the state kept (WithFactsPerUser:
+// the epoch moved since pending's read), it records the coverage but not
+// the facts: they come from a turn said before the Clear.
+func (m *Facts) commit(ctx context.Context, id identity, through int64, facts []Fact, epoch uint64) (stored, superseded int, err error) {
 	scope := m.scope(id)
 	for range stateRetries {
 		st, version, err := m.readState(ctx, scope)
@@ -1258,8 +1315,19 @@ func (m *Facts) commit(ctx context.Context, id identity, through int64, facts []
 		if st.Through[id.Conversation] >= through {
 			return 0, 0, nil
 		}
+		stat, err := m.cfg.store.Stat(ctx, id)
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
+		}
+		if stat.Count == 0 || stat.FirstSeq > through {
+			return 0, 0, nil // cleared or forgotten since they were read
+		}
+		keep := facts
+		if st.Epoch != epoch {
+			keep = nil
+		}
 		now := m.clock().Round(0).UTC()
-		stored, superseded = apply(&st, facts, now)
+		stored, superseded = apply(&st, keep, now)
 		if st.Through == nil {
 			st.Through = make(map[string]int64, 1)
 		}

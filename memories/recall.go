@@ -1192,6 +1192,16 @@ func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) err
 	if err := m.durable.AddSince(ctx, scope, docs, st.Through); err != nil {
 		return err
 	}
+	// Cleared means gone: if another replica cleared (or a Forget removed)
+	// the messages while they were being indexed, take their docs back —
+	// its Clear deleted the scope's docs before these landed. A Clear
+	// after this check deletes them itself. Docs of messages still stored
+	// stay; so do the stale docs of a store that cannot remove single
+	// ones (Recall never shows them: it shows only stored messages).
+	docs, err = m.dropGone(ctx, id, docs)
+	if err != nil || len(docs) == 0 {
+		return err
+	}
 	through := st.Through
 	for _, d := range docs {
 		through = max(through, d.Through)
@@ -1219,14 +1229,42 @@ func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) err
 	}
 }
 
+// dropGone removes from the durable index the docs whose messages the
+// store no longer holds (all of them are older than its oldest message)
+// and returns the others.
+func (m *Recall) dropGone(ctx context.Context, id identity, docs []retrieval.Doc) ([]retrieval.Doc, error) {
+	stat, err := m.cfg.store.Stat(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("memstack: reading the messages of %s after indexing: %w", id.Key(), err)
+	}
+	var gone []int64
+	kept := docs[:0:0]
+	for _, d := range docs {
+		if stat.Count == 0 || d.Through < stat.FirstSeq {
+			gone = append(gone, d.Seq)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if len(gone) == 0 {
+		return docs, nil
+	}
+	if r, ok := m.durable.(retrieval.Remover); ok {
+		if err := r.Remove(ctx, id.Key(), gone); err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
+			return nil, fmt.Errorf("memstack: removing the index entries of cleared messages: %w", err)
+		}
+	}
+	return kept, nil
+}
+
 func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
 	st, err := m.cfg.store.GetState(ctx, id, RecallStateName)
 	if err != nil {
 		return recallState{}, 0, fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
 	}
 	var s recallState
-	if st.Version == 0 {
-		return s, 0, nil
+	if !st.Exists() {
+		return s, st.Version, nil // the absent version: a Clear or Forget moves it
 	}
 	if err := json.Unmarshal(st.Value, &s); err != nil {
 		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), RecallStateName, err)

@@ -749,15 +749,17 @@ func (m *Summary) report(id identity, n int, took time.Duration, err error) {
 	}
 }
 
-// readState returns id's summary state and its version (0: none).
+// readState returns id's summary state and its version: for an absent
+// state the zero summaryState and the store's absent version, which a
+// Clear or Forget moves (see package store).
 func (m *Summary) readState(ctx context.Context, id identity) (summaryState, int64, error) {
 	st, err := m.cfg.store.GetState(ctx, id, SummaryStateName)
 	if err != nil {
 		return summaryState{}, 0, fmt.Errorf("memstack: reading the summary of %s: %w", id.Key(), err)
 	}
 	var s summaryState
-	if st.Version == 0 {
-		return s, 0, nil
+	if !st.Exists() {
+		return s, st.Version, nil // the absent version: a Clear or Forget moves it
 	}
 	if err := json.Unmarshal(st.Value, &s); err != nil {
 		return summaryState{}, 0, fmt.Errorf("memstack: the stored summary of %s (state %q) is not valid JSON: %w", id.Key(), SummaryStateName, err)
@@ -792,13 +794,21 @@ func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
 			return nil, nil
 		}
 	}
-	recs, err := m.cfg.store.All(ctx, id) // before the state: see LoadMemoryVariables
-	if err != nil {
-		return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
-	}
+	// The state before the messages, unlike a load: the fold commits with
+	// the version read here, so a Clear or Forget after this read — by
+	// this process or another replica — makes the commit conflict, and
+	// one before it is seen by the read of the messages below. Read the
+	// other way round, a Clear in between would hand the fold the cleared
+	// messages and the cleared state's new version, and the commit would
+	// bring the cleared text back. (A fold committed by another writer in
+	// between makes the commit conflict too.)
 	prev, version, err := m.readState(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	recs, err := m.cfg.store.All(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
 	}
 	_, rest := unsummarized(recs, prev.Through)
 	for _, r := range recs {

@@ -89,6 +89,7 @@ var (
 	_ Index    = (*hybrid)(nil)
 	_ Releaser = (*hybrid)(nil)
 	_ Durable  = (*durableHybrid)(nil)
+	_ Remover  = (*durableHybrid)(nil)
 )
 
 // String describes the index.
@@ -210,6 +211,28 @@ func (h *durableHybrid) AddSince(ctx context.Context, scope string, docs []Doc, 
 		}
 		return p.Add(ctx, scope, docs)
 	}))
+}
+
+// Remove implements Remover: it removes the docs from the durable parts
+// (the in-process parts drop a scope's entries on Delete and Release). It
+// returns ErrCannotRemove if a durable part cannot remove docs.
+func (h *durableHybrid) Remove(ctx context.Context, scope string, seqs []int64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	for _, p := range h.parts {
+		if _, ok := p.(Durable); !ok {
+			continue
+		}
+		r, ok := p.(Remover)
+		if !ok {
+			return fmt.Errorf("%w: the durable part %T cannot remove documents", ErrCannotRemove, p)
+		}
+		if err := r.Remove(ctx, scope, seqs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Spaces implements Durable: the durable parts' spaces, in order.

@@ -127,6 +127,22 @@ type Durable interface {
 	CheckSpaces(recorded []Space) error
 }
 
+// Remover is implemented by durable indexes that can remove single docs
+// of a scope (Vector over a store that deletes by metadata filter).
+// memories.Recall uses it to take back docs it added for messages that a
+// Clear or Forget — by another replica — removed while it was indexing
+// them, so a cleared turn's text is not stored again.
+type Remover interface {
+	// Remove removes scope's docs with the given Seqs, whatever their
+	// Through; Seqs the index does not hold are ignored. An index that
+	// cannot remove what it holds returns ErrCannotRemove.
+	Remove(ctx context.Context, scope string, seqs []int64) error
+}
+
+// ErrCannotRemove is returned by Remover.Remove when the index (its vector
+// store, or the shape of its scope filter) cannot delete single docs.
+var ErrCannotRemove = errors.New("retrieval: the index cannot remove single documents")
+
 // Releaser is implemented by indexes that hold per-scope state in process
 // memory (BM25). Release frees scope's in-process state, leaving anything
 // durable alone; whoever feeds the index adds the scope's docs again before

@@ -81,7 +81,10 @@ type Vector struct {
 	dim int
 }
 
-var _ Durable = (*Vector)(nil)
+var (
+	_ Durable = (*Vector)(nil)
+	_ Remover = (*Vector)(nil)
+)
 
 // VectorOption configures a Vector.
 type VectorOption func(*Vector) error
@@ -459,6 +462,49 @@ func (v *Vector) Delete(ctx context.Context, scope string) error {
 	if d, ok := v.vs.(DocumentDeleter); ok {
 		if err := d.DeleteDocuments(ctx, v.filter(scope)); err != nil {
 			return fmt.Errorf("retrieval: deleting a scope's documents from %T: %w", v.vs, err)
+		}
+	}
+	return nil
+}
+
+// Remove implements Remover: it deletes the documents of scope with the
+// given Seqs, one DeleteDocuments call per Seq with the scope filter plus
+// MetaSeq (as a decimal string when the filter is a map[string]string). It
+// returns ErrCannotRemove when the store is not a DocumentDeleter or the
+// scope filter (WithScopeFilter) is not a map the Seq can be added to.
+func (v *Vector) Remove(ctx context.Context, scope string, seqs []int64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	d, ok := v.vs.(DocumentDeleter)
+	if !ok {
+		return fmt.Errorf("%w: %T cannot delete documents", ErrCannotRemove, v.vs)
+	}
+	for _, seq := range seqs {
+		var f any
+		switch base := v.filter(scope).(type) {
+		case map[string]any:
+			m := make(map[string]any, len(base)+1)
+			for k, x := range base {
+				m[k] = x
+			}
+			m[MetaSeq] = seq
+			f = m
+		case map[string]string:
+			m := make(map[string]string, len(base)+1)
+			for k, x := range base {
+				m[k] = x
+			}
+			m[MetaSeq] = strconv.FormatInt(seq, 10)
+			f = m
+		default:
+			return fmt.Errorf("%w: the scope filter is a %T, not a map a Seq can be added to", ErrCannotRemove, base)
+		}
+		if err := d.DeleteDocuments(ctx, f); err != nil {
+			return fmt.Errorf("retrieval: deleting document Seq %d from %T: %w", seq, v.vs, err)
 		}
 	}
 	return nil

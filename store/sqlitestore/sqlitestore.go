@@ -29,7 +29,7 @@
 //	                   ns TEXT, identity TEXT, system INTEGER, message BLOB)
 //	                  index (ns, identity, seq)
 //	memstack_state    (ns TEXT, identity TEXT, name TEXT, version INTEGER, value BLOB,
-//	                   PRIMARY KEY (ns, identity, name))
+//	                   PRIMARY KEY (ns, identity, name))    -- name '': see below
 //	memstack_counter  (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER)
 //	memstack_namespaces (ns TEXT PRIMARY KEY)                -- every namespace opened
 //
@@ -49,6 +49,29 @@
 // memstack_namespaces, so Forget finds every namespace's rows through the
 // (ns, identity) keys — no second index on identity slows every Append
 // down.
+//
+// Absent versions (see package store, "Cleared means gone, across
+// replicas") live in memstack_state too, as rows under names no caller can
+// use (store.CheckStateName refuses the empty name), so schema version 1
+// is unchanged:
+//
+//	(ns, identity, '')  -- identity's Clear mark in ns: its absent version
+//	('', '', '')        -- the file-wide forgotten version
+//
+// Both have an empty value (the column is NOT NULL) and a version drawn
+// from memstack_counter. Clear deletes the identity's messages and state
+// rows in its namespace and inserts a fresh mark; Forget first draws a
+// fresh forgotten version, then deletes every row of the identity, marks
+// included, in every namespace. A name's absent version is the identity's
+// mark in the namespace, else the forgotten version, else 0 (a file that
+// never ran Forget, or one written before absent versions, which reads as
+// it always did). GetState is one statement — three primary-key lookups,
+// the best one wins — so it sees a Clear or Forget all before or all
+// after. No namespace is empty (WithNamespace refuses it) and no identity
+// key is (memstack.Identity.Key always has two colons), so a reserved row
+// is never a caller's. A build from before these rows ignores them: it
+// never reads the empty name, and its Clear and Forget delete marks like
+// any other state row.
 //
 // # Concurrency and durability
 //
@@ -312,7 +335,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.stmtLast, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq DESC LIMIT ?`},
 		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
 		{&s.stmtStat, `SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM memstack_messages WHERE ns = ? AND identity = ?`},
-		{&s.stmtGetState, `SELECT version, value FROM memstack_state WHERE ns = ? AND identity = ? AND name = ?`},
+		{&s.stmtGetState, getStateQuery},
 	}
 	for _, p := range prepare {
 		st, err := s.db.PrepareContext(ctx, p.q)
@@ -509,8 +532,52 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	return int(n), nil
 }
 
-// Clear implements store.Store: it removes the identity's messages and
-// state in this Store's namespace.
+// getStateQuery reads a state value, or the absent version of a name
+// without one, in one statement: the value (rank 0), else the identity's
+// Clear mark in the namespace (rank 1), else the file-wide forgotten
+// version (rank 2), else 0 (rank 3). Each branch is one primary-key
+// lookup. Its parameters are ns, identity key and name.
+const getStateQuery = `
+	SELECT version, value, 0 FROM memstack_state WHERE ns = ?1 AND identity = ?2 AND name = ?3
+	UNION ALL
+	SELECT version, NULL, 1 FROM memstack_state WHERE ns = ?1 AND identity = ?2 AND name = ''
+	UNION ALL
+	SELECT version, NULL, 2 FROM memstack_state WHERE ns = '' AND identity = '' AND name = ''
+	UNION ALL
+	SELECT 0, NULL, 3
+	ORDER BY 3 LIMIT 1`
+
+// drawVersion takes a fresh version from the file's counter.
+func drawVersion(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var v int64
+	if err := tx.QueryRowContext(ctx, `UPDATE memstack_counter SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("drawing a version: %w", err)
+	}
+	return v, nil
+}
+
+// readState runs getStateQuery through st (s.stmtGetState or its copy in
+// a transaction): a present value has a non-nil Value, an absent one a nil
+// Value and the name's absent version.
+func (s *Store) readState(ctx context.Context, st *sql.Stmt, key, name string) (store.State, error) {
+	var out store.State
+	var rank int
+	if err := st.QueryRowContext(ctx, s.ns, key, name).Scan(&out.Version, &out.Value, &rank); err != nil {
+		return store.State{}, err
+	}
+	switch {
+	case rank != 0:
+		out.Value = nil
+	case out.Value == nil:
+		out.Value = []byte{} // a stored empty value is a value
+	}
+	return out, nil
+}
+
+// Clear implements store.Store: in one transaction it removes the
+// identity's messages and state in this Store's namespace and gives the
+// identity a fresh Clear mark there, so a commit that read before the
+// Clear conflicts.
 func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	if err := s.begin(ctx, "Clear", id); err != nil {
 		return err
@@ -520,7 +587,16 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages WHERE ns = ? AND identity = ?`, s.ns, key); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ?`, s.ns, key)
+		// Every state row of the identity goes, its old mark included.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ?`, s.ns, key); err != nil {
+			return err
+		}
+		mark, err := drawVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx,
+			`INSERT INTO memstack_state (ns, identity, name, version, value) VALUES (?, ?, '', ?, X'')`, s.ns, key, mark)
 		return err
 	})
 	if err != nil {
@@ -529,22 +605,32 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	return nil
 }
 
-// Forget implements store.Store: it removes the identity's messages and
-// state in every namespace of the file, in one transaction.
+// Forget implements store.Store: in one transaction it moves the file-wide
+// forgotten version, then removes the identity's messages, state and Clear
+// marks in every namespace of the file.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := s.begin(ctx, "Forget", id); err != nil {
 		return err
 	}
 	key := id.Key()
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// Every namespace that has rows is registered (Open does it), and
-		// the IN list lets both deletes seek the (ns, identity, …) keys.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages
-				WHERE ns IN (SELECT ns FROM memstack_namespaces) AND identity = ?`, key); err != nil {
+		forgotten, err := drawVersion(ctx, tx)
+		if err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM memstack_state
-				WHERE ns IN (SELECT ns FROM memstack_namespaces) AND identity = ?`, key)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', '', '', ?, X'')
+				ON CONFLICT (ns, identity, name) DO UPDATE SET version = excluded.version`, forgotten); err != nil {
+			return fmt.Errorf("storing the forgotten version: %w", err)
+		}
+		// Every namespace that has rows is registered (Open does it), and
+		// the IN list lets both deletes seek the (ns, identity, …) keys.
+		// ns '' is never a namespace: the forgotten version stays.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages
+				WHERE ns IN (SELECT ns FROM memstack_namespaces WHERE ns <> '') AND identity = ?`, key); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM memstack_state
+				WHERE ns IN (SELECT ns FROM memstack_namespaces WHERE ns <> '') AND identity = ?`, key)
 		return err
 	})
 	if err != nil {
@@ -553,7 +639,8 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	return nil
 }
 
-// GetState implements store.Store.
+// GetState implements store.Store: one statement, so it sees a Clear or
+// Forget all before or all after.
 func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string) (store.State, error) {
 	if err := s.begin(ctx, "GetState", id); err != nil {
 		return store.State{}, err
@@ -561,22 +648,16 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := store.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
-	var st store.State
-	err := s.stmtGetState.QueryRowContext(ctx, s.ns, id.Key(), name).Scan(&st.Version, &st.Value)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return store.State{}, nil
-	case err != nil:
+	st, err := s.readState(ctx, s.stmtGetState, id.Key(), name)
+	if err != nil {
 		return store.State{}, s.fail(ctx, "GetState", id, err)
-	}
-	if st.Value == nil {
-		st.Value = []byte{}
 	}
 	return st, nil
 }
 
-// PutState implements store.Store: a compare-and-set on the version, in
-// one transaction; the new version comes from the file's counter.
+// PutState implements store.Store: a compare-and-set on the version — of
+// the value, or the name's absent version when it has none — in one
+// transaction; the new version comes from the file's counter.
 func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
 	if err := s.begin(ctx, "PutState", id); err != nil {
 		return 0, err
@@ -592,25 +673,31 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	var conflict error
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		conflict = nil
-		var cur int64
-		err := tx.QueryRowContext(ctx,
-			`SELECT version FROM memstack_state WHERE ns = ? AND identity = ? AND name = ?`, s.ns, key, name).Scan(&cur)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		get := tx.StmtContext(ctx, s.stmtGetState)
+		cur, err := s.readState(ctx, get, key, name)
+		if err != nil {
 			return err
 		}
-		if cur != expect {
-			conflict = fmt.Errorf("%w: sqlitestore: state %q of %s is at version %d, not %d", store.ErrConflict, name, key, cur, expect)
+		if cur.Version != expect {
+			conflict = fmt.Errorf("%w: sqlitestore: state %q of %s is at version %d, not %d", store.ErrConflict, name, key, cur.Version, expect)
 			return nil
 		}
 		if value == nil {
-			version = 0
-			_, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ? AND name = ?`, s.ns, key, name)
+			if !cur.Exists() {
+				version = cur.Version
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ? AND name = ?`, s.ns, key, name); err != nil {
+				return err
+			}
+			after, err := s.readState(ctx, get, key, name)
+			version = after.Version
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `UPDATE memstack_counter SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&version); err != nil {
-			return fmt.Errorf("drawing a state version: %w", err)
+		if version, err = drawVersion(ctx, tx); err != nil {
+			return err
 		}
-		if cur == 0 {
+		if !cur.Exists() {
 			_, err = tx.ExecContext(ctx,
 				`INSERT INTO memstack_state (ns, identity, name, version, value) VALUES (?, ?, ?, ?, ?)`,
 				s.ns, key, name, version, value)

@@ -160,37 +160,53 @@ func TestNamespaces(t *testing.T) {
 	for _, s := range []*sqlitestore.Store{recent, facts, def} {
 		for _, id := range []memstack.Identity{alice, bob} {
 			require.NoError(t, s.Append(ctx, id, llms.HumanChatMessage{Content: s.Namespace() + " " + id.User}))
-			_, err := s.PutState(ctx, id, "summary", []byte(s.Namespace()), 0)
+			absent, err := s.GetState(ctx, id, "summary")
+			require.NoError(t, err)
+			require.False(t, absent.Exists())
+			_, err = s.PutState(ctx, id, "summary", []byte(s.Namespace()), absent.Version)
 			require.NoError(t, err)
 		}
 	}
-	check := func(s *sqlitestore.Store, id memstack.Identity, want []string, wantState string) {
+	// check reads id's messages and "summary" in s; wantState "" means no
+	// value.
+	check := func(s *sqlitestore.Store, id memstack.Identity, want []string, wantState string) store.State {
 		t.Helper()
 		recs, err := s.All(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, want, contents(recs), "namespace %s, %s", s.Namespace(), id.User)
 		st, err := s.GetState(ctx, id, "summary")
 		require.NoError(t, err)
-		assert.Equal(t, wantState, string(st.Value), "namespace %s, %s", s.Namespace(), id.User)
+		if wantState == "" {
+			assert.Nil(t, st.Value, "namespace %s, %s: no value", s.Namespace(), id.User)
+		} else {
+			assert.Equal(t, wantState, string(st.Value), "namespace %s, %s", s.Namespace(), id.User)
+		}
+		return st
 	}
 	// Each namespace sees its own rows.
 	check(recent, alice, []string{"recent alice"}, "recent")
 	check(facts, alice, []string{"facts alice"}, "facts")
 
-	// Clear works within one namespace.
+	// Clear works within one namespace: it marks alice there only.
+	recentBob := check(recent, bob, []string{"recent bob"}, "recent")
 	require.NoError(t, recent.Clear(ctx, alice))
-	check(recent, alice, []string{}, "")
+	cleared := check(recent, alice, []string{}, "")
+	assert.Positive(t, cleared.Version, "Clear gives alice a fresh absent version in its namespace")
 	check(facts, alice, []string{"facts alice"}, "facts")
 	check(def, alice, []string{"default alice"}, "default")
-	check(recent, bob, []string{"recent bob"}, "recent")
+	assert.Equal(t, recentBob, check(recent, bob, []string{"recent bob"}, "recent"))
 
-	// Forget removes the identity from every namespace of the file, and
-	// nothing else.
+	// Forget removes the identity from every namespace of the file, its
+	// Clear mark included, and nothing else.
 	require.NoError(t, facts.Forget(ctx, alice))
+	var forgotten []int64
 	for _, s := range []*sqlitestore.Store{recent, facts, def} {
-		check(s, alice, []string{}, "")
+		st := check(s, alice, []string{}, "")
+		forgotten = append(forgotten, st.Version)
 		check(s, bob, []string{s.Namespace() + " bob"}, s.Namespace())
 	}
+	assert.Greater(t, forgotten[0], cleared.Version, "Forget removes the Clear mark; the newer forgotten version shows")
+	assert.Equal(t, []int64{forgotten[0], forgotten[0], forgotten[0]}, forgotten, "after Forget alice's absent version is the file's forgotten version in every namespace")
 	// Also in a namespace whose Store is closed now.
 	require.NoError(t, def.Append(ctx, alice, llms.HumanChatMessage{Content: "again"}))
 	require.NoError(t, def.Close())

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -661,9 +662,11 @@ func testClearMarksOneIdentity(t *testing.T, e *env) {
 
 // testClearRacingCommits runs writers that read and commit in a loop,
 // from two clients, while Clears run: no commit whose read finished before
-// a Clear began may succeed when it started after that Clear returned. A
-// Clear that removes the state and moves the absent version in two steps
-// fails it, and so does one that does not move it at all.
+// a Clear began may succeed when it started after that Clear returned.
+// Each writer has a state name of its own and every other commit waits
+// for a Clear between its read and its write, so a store that lets a
+// commit through a Clear (its absent version does not move, or Clear
+// removes the state and moves it in two steps) fails it.
 func testClearRacingCommits(t *testing.T, e *env) {
 	clients := []store.Store{e.store(), e.store()}
 	base := time.Now()
@@ -672,10 +675,12 @@ func testClearRacingCommits(t *testing.T, e *env) {
 	type span struct{ start, end int64 }
 	var mu sync.Mutex
 	var commits []commit
+	var clearsDone atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
 		c := clients[w%2]
+		name := fmt.Sprintf("race%d", w)
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -683,16 +688,23 @@ func testClearRacingCommits(t *testing.T, e *env) {
 					return
 				default:
 				}
-				st, err := c.GetState(e.ctx, alice, "race")
+				st, err := c.GetState(e.ctx, alice, name)
 				if !assert.NoError(t, err) {
 					return
 				}
-				done := now()
+				done, seen := now(), clearsDone.Load()
 				if i%2 == 0 {
-					time.Sleep(200 * time.Microsecond) // a commit that spans a Clear
+					// A commit that spans a Clear.
+					for clearsDone.Load() == seen {
+						select {
+						case <-stop:
+							return
+						case <-time.After(50 * time.Microsecond):
+						}
+					}
 				}
 				start := now()
-				_, err = c.PutState(e.ctx, alice, "race", []byte("v"), st.Version)
+				_, err = c.PutState(e.ctx, alice, name, []byte("v"), st.Version)
 				if errors.Is(err, store.ErrConflict) {
 					continue
 				}
@@ -706,11 +718,12 @@ func testClearRacingCommits(t *testing.T, e *env) {
 		})
 	}
 	var clears []span
-	for round := range 30 {
+	for round := range 40 {
 		time.Sleep(time.Millisecond)
 		sp := span{start: now()}
 		require.NoError(t, clients[round%2].Clear(e.ctx, alice))
 		sp.end = now()
+		clearsDone.Add(1)
 		clears = append(clears, sp)
 	}
 	close(stop)
