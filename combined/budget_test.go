@@ -817,7 +817,7 @@ func checkWhole(t *testing.T, ctx context.Context, desc string, sc stackChild, g
 	}
 	var parts []string
 	if sc.kind == "summary" {
-		if s, err := sc.st.GetState(ctx, memstackZero, memories.SummaryStateName); err == nil && s.Version > 0 {
+		if s, err := sc.st.GetState(ctx, memstackZero, memories.SummaryStateName); err == nil && s.Exists() {
 			parts = append(parts, memories.SummaryPrefix+storedSummaryOf(t, s))
 		}
 		// Summary shows system messages first.

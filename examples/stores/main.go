@@ -541,7 +541,7 @@ func snapshot(ctx context.Context, s *stores, l *layers) (state, error) {
 	if err != nil {
 		return state{}, fmt.Errorf("reading the summary state from SQLite: %w", err)
 	}
-	st.hasSummary = sum.Version != 0
+	st.hasSummary = sum.Exists()
 	return st, nil
 }
 
