@@ -20,10 +20,11 @@
 // New creates, if they do not exist, one sequence and three tables named
 // after the table prefix (WithTablePrefix, default "memstack_"):
 //
-//	memstack_seq            one counter for every Seq and every state version
+//	memstack_seq            one counter for every Seq, state version and absent version
 //	memstack_messages       (id_hash, ns, seq) primary key, id_key, system, body
 //	memstack_conversations  (id_hash, ns) primary key, id_key, count, first_seq, last_seq
-//	memstack_state          (id_hash, ns, name) primary key, id_key, version, value
+//	memstack_state          (id_hash, ns, name) primary key, id_key, version, value;
+//	                        also the reserved rows of absent versions (see State)
 //
 // id_key is memstack.Identity.Key; id_hash is its SHA-256, which is what the
 // indexes hold, so identities of any length (a B-tree entry is limited to
@@ -34,7 +35,7 @@
 // create the schema at the same moment, from several pools or processes, do
 // not fail on each other. The tables belong to the store: rows changed
 // behind its back (a conversation's messages without its conversations
-// row) make Stat wrong.
+// row, a reserved state row) make Stat or the state's versions wrong.
 //
 // # Messages
 //
@@ -49,8 +50,8 @@
 // with a zero store.Record.Time. The system column pins system messages:
 // RemovePrefix is DELETE … WHERE seq <= through AND NOT system.
 //
-// Every write to a conversation's messages (Append, RemovePrefix, Clear,
-// Forget) is one batch of statements, sent in one round trip and run by
+// Every write of an identity's rows (Append, RemovePrefix, Clear, Forget,
+// PutState) is one batch of statements, sent in one round trip and run by
 // PostgreSQL as one implicit transaction, that starts by taking a
 // transaction-scoped advisory lock for the identity (pg_advisory_xact_lock
 // on a 64-bit hash of the table prefix and the identity key). Append then
@@ -78,10 +79,50 @@
 //
 // # State
 //
-// PutState is a compare-and-set in one statement: INSERT … ON CONFLICT DO
-// NOTHING for expect 0, UPDATE … WHERE version = expect otherwise (DELETE …
-// WHERE version = expect for a nil value). The new version is the next value
-// of the shared sequence.
+// A state value is a row of memstack_state. Absent versions (package
+// store, "Cleared means gone, across replicas") live in the same table, in
+// reserved rows no caller can reach, so the schema is the same as before
+// they existed:
+//
+//   - a Clear mark is the row of the identity and namespace named "" (which
+//     store.CheckStateName rejects, so GetState and PutState never touch
+//     it), with an empty value; its version is the identity's absent
+//     version in that namespace. Clear sets it to a fresh version, also for
+//     an identity with no rows; Forget deletes it with the identity's other
+//     rows.
+//   - the forgotten version is the one row with an empty id_hash (no
+//     SHA-256 is empty), ns "" (WithNamespace rejects it) and name "":
+//     every Forget moves it to a fresh version, and none deletes it, as
+//     Forget deletes by the identity's hash. One row serves every namespace
+//     under the table prefix: all that Forget reaches.
+//
+// The absent version of a name is the identity's mark in the namespace,
+// else the forgotten version, else 0 (no Clear, no Forget yet). Marks and
+// the forgotten version are drawn from memstack_seq like every version, so
+// none is ever reused.
+//
+// GetState is one statement: the value, its version and the absent
+// version come from one snapshot. PutState is one statement, after the
+// identity's advisory lock, in one round trip: the current version is the
+// value's, else the absent version; only when it is expect is the value
+// upserted with the next value of the sequence (or, for a nil value,
+// deleted, returning the absent version). Clear is, in one transaction
+// under the same lock, the deletes of the identity's messages,
+// conversations row and state values in the namespace and the upsert of
+// its mark; Forget is the upsert of the forgotten row, then the deletes of
+// every row of the identity under the table prefix, marks included.
+// Because PutState, Clear and Forget of one identity hold its lock in
+// turn, a PutState racing a Clear or Forget, from any pool or process,
+// either commits before it, and is removed by it, or runs after it, and
+// then conflicts unless it expected the new absent version (see PutState
+// for why a row lock would not do).
+//
+// This relies on read committed, PostgreSQL's default isolation: each
+// statement sees what was committed when it started, so the statements
+// after the lock see all that the lock's previous holder committed. The
+// sessions of the pool must keep default_transaction_isolation at read
+// committed; with repeatable read, a batch's snapshot would date from
+// before its lock was granted.
 //
 // # Failures
 //
@@ -101,7 +142,8 @@
 //
 // A store from Open uses pgxpool's default pool size (the larger of 4 and
 // the number of CPUs) unless the DSN sets pool_max_conns. An Append of a
-// turn is one round trip; so are Last, All, Stat and GetState. On a 2-core
+// turn is one round trip; so are Last, All, Stat, GetState, PutState,
+// Clear and Forget. On a 2-core
 // machine with client and server on loopback, 32 concurrent conversations
 // saving a turn and loading Last(10) each time reach several thousand saves
 // per second (see the README's benchmark table and BenchmarkPostgres).
@@ -155,10 +197,22 @@ type queries struct {
 	insertMessage, updateConv               string
 	last, all, stat, removePrefix           string
 	clearMessages, clearState, clearConv    string
+	setMark, setForgotten                   string
 	forgetMessages, forgetState, forgetConv string
-	getState, insertState, updateState      string
-	deleteState, stateVersion               string
+	getState, putState, deleteState         string
 }
+
+// The reserved rows of the state table (see the package documentation).
+// markName is the name of a Clear mark, as an SQL literal: the empty name,
+// which store.CheckStateName rejects, so no caller reads or writes it.
+// forgottenRow selects the one row holding the store-wide forgotten
+// version: its empty id_hash is no SHA-256 and its empty ns no namespace
+// (WithNamespace rejects ""), so no identity's row is it and no identity's
+// Forget deletes it.
+const (
+	markName     = "''"
+	forgottenRow = "id_hash = ''::bytea AND ns = '' AND name = ''"
+)
 
 func buildQueries(prefix string) queries {
 	seq := prefix + "seq"
@@ -170,6 +224,12 @@ func buildQueries(prefix string) queries {
 	next := "nextval('" + pgx.Identifier{seq}.Sanitize() + "')"
 	const idm = "id_hash = $1 AND ns = $2 AND id_key = $3"
 	const ida = "id_hash = $1 AND id_key = $2" // every namespace
+	// absent is the absent version of the identity $1/$3 in namespace $2:
+	// its Clear mark, else the forgotten version, else 0. Its sub-selects
+	// run in the snapshot of the statement they are part of, so they agree
+	// with every other read of that statement.
+	absent := "coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = " + markName + "), " +
+		"(SELECT version FROM " + st + " WHERE " + forgottenRow + "), 0)"
 	return queries{
 		schema: []string{
 			"CREATE SEQUENCE IF NOT EXISTS " + pgx.Identifier{seq}.Sanitize() + " AS bigint",
@@ -227,18 +287,49 @@ u AS (
 		last_seq = coalesce((SELECT max(seq) FROM ` + m + " WHERE " + idm + ` AND (seq > $4 OR system)), 0)
 	WHERE ` + idm + ` AND EXISTS (SELECT FROM d))
 SELECT count(*) FROM d`,
-		clearMessages:  "DELETE FROM " + m + " WHERE " + idm,
-		clearConv:      "DELETE FROM " + c + " WHERE " + idm,
-		clearState:     "DELETE FROM " + st + " WHERE " + idm,
+		clearMessages: "DELETE FROM " + m + " WHERE " + idm,
+		clearConv:     "DELETE FROM " + c + " WHERE " + idm,
+		// Every state value of the identity in the namespace; its Clear
+		// mark is then moved by setMark.
+		clearState: "DELETE FROM " + st + " WHERE " + idm + " AND name <> " + markName,
+		setMark: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value) VALUES ($1, $2, " + markName + ", $3, " + next + ", ''::bytea)" +
+			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = EXCLUDED.version WHERE s.id_key = EXCLUDED.id_key",
+		// The fresh version is drawn by the UPDATE, after it holds the
+		// row's lock, so concurrent Forgets store increasing versions.
+		setForgotten: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value) VALUES (''::bytea, '', '', '', " + next + ", ''::bytea)" +
+			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = " + next,
 		forgetMessages: "DELETE FROM " + m + " WHERE " + ida,
 		forgetConv:     "DELETE FROM " + c + " WHERE " + ida,
-		forgetState:    "DELETE FROM " + st + " WHERE " + ida,
-		getState:       "SELECT value, version FROM " + st + " WHERE " + idm + " AND name = $4",
-		insertState: "INSERT INTO " + st + " (id_hash, ns, name, id_key, version, value) VALUES ($1, $2, $4, $3, " + next + ", $5)" +
-			" ON CONFLICT (id_hash, ns, name) DO NOTHING RETURNING version",
-		updateState:  "UPDATE " + st + " SET value = $5, version = " + next + " WHERE " + idm + " AND name = $4 AND version = $6 RETURNING version",
-		deleteState:  "DELETE FROM " + st + " WHERE " + idm + " AND name = $4 AND version = $5",
-		stateVersion: "SELECT coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = $4), 0)",
+		// The identity's state values and Clear marks in every namespace;
+		// never the forgotten row, whose id_hash is empty.
+		forgetState: "DELETE FROM " + st + " WHERE " + ida,
+		// The value (NULL when absent), its version (NULL when absent) and
+		// the absent version, from one snapshot.
+		getState: "SELECT s.value, s.version, " + absent + " FROM (VALUES (0)) AS one (x) LEFT JOIN " + st +
+			" s ON s.id_hash = $1 AND s.ns = $2 AND s.id_key = $3 AND s.name = $4",
+		// The compare-and-set of a value, run under the identity's lock
+		// (see PutState): cur is the current version, the value's or the
+		// absent one; the value is written, with a fresh version, only if
+		// cur is $6. It returns the new version (NULL on a conflict) and
+		// cur.
+		putState: `WITH cur AS (
+	SELECT coalesce((SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4), " + absent + `) AS version),
+w AS (
+	INSERT INTO ` + st + ` AS s (id_hash, ns, name, id_key, version, value)
+	SELECT $1::bytea, $2::text, $4::text, $3::text, ` + next + `, $5::bytea FROM cur WHERE cur.version = $6::bigint
+	ON CONFLICT (id_hash, ns, name) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version
+		WHERE s.id_key = EXCLUDED.id_key
+	RETURNING s.version)
+SELECT (SELECT version FROM w), version FROM cur`,
+		// The compare-and-set of a delete, under the identity's lock: it
+		// returns the current version (the value's or the absent one) and
+		// the absent version, which is the name's after the delete. The
+		// DELETE matches only when the value exists at version $5.
+		deleteState: `WITH cur AS (
+	SELECT (SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4) AS stored, " + absent + ` AS absent),
+d AS (
+	DELETE FROM ` + st + " WHERE " + idm + ` AND name = $4 AND version = $5::bigint RETURNING 1)
+SELECT coalesce(stored, absent), absent FROM cur`,
 	}
 }
 
@@ -431,7 +522,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	}
 	k := identOf(id)
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	s.lockIdentity(b, k)
 	for i := range msgs {
 		b.Queue(s.q.insertMessage, k.hash, s.ns, k.key, system[i], bodies[i])
 	}
@@ -524,7 +615,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	}
 	k := identOf(id)
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	s.lockIdentity(b, k)
 	var removed int64
 	b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -533,33 +624,47 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	return int(removed), nil
 }
 
+// lockIdentity queues, as the first statement of b, the transaction-scoped
+// advisory lock of identity k, which every write of k's rows takes (see
+// the package documentation).
+func (s *Store) lockIdentity(b *pgx.Batch, k ident) {
+	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+}
+
 // Clear implements store.Store: the messages and state of id in this
-// store's namespace, in one transaction.
+// store's namespace are removed and its Clear mark moved to a fresh
+// version, in one transaction under the identity's lock.
 func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	if err := s.check(ctx, "Clear", id); err != nil {
 		return err
 	}
 	k := identOf(id)
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	s.lockIdentity(b, k)
 	b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
 	b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
 	b.Queue(s.q.clearState, k.hash, s.ns, k.key)
+	// Also for an identity with no rows: a commit may have read its
+	// absent version before anything was stored.
+	b.Queue(s.q.setMark, k.hash, s.ns, k.key)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return s.wrap("Clear", k, err)
 	}
 	return nil
 }
 
-// Forget implements store.Store: the messages and state of id in every
-// namespace under this store's table prefix, in one transaction.
+// Forget implements store.Store: in one transaction under the identity's
+// lock, a fresh forgotten version is stored, then the messages, state and
+// Clear marks of id in every namespace under this store's table prefix
+// are removed.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := s.check(ctx, "Forget", id); err != nil {
 		return err
 	}
 	k := identOf(id)
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	s.lockIdentity(b, k)
+	b.Queue(s.q.setForgotten)
 	b.Queue(s.q.forgetMessages, k.hash, k.key)
 	b.Queue(s.q.forgetConv, k.hash, k.key)
 	b.Queue(s.q.forgetState, k.hash, k.key)
@@ -569,7 +674,9 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	return nil
 }
 
-// GetState implements store.Store.
+// GetState implements store.Store: one statement, so the value, its
+// version and the absent version come from one snapshot, all from before
+// or all from after any Clear or Forget.
 func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string) (store.State, error) {
 	if err := s.check(ctx, "GetState", id); err != nil {
 		return store.State{}, err
@@ -578,21 +685,50 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 		return store.State{}, fmt.Errorf("pgstore: GetState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
-	var st store.State
-	err := s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&st.Value, &st.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.State{}, nil
-	}
+	var (
+		value   []byte
+		version *int64
+		absent  int64
+	)
+	err := s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&value, &version, &absent)
 	if err != nil {
 		return store.State{}, s.wrap(fmt.Sprintf("GetState(%q)", name), k, err)
 	}
-	if st.Value == nil {
-		st.Value = []byte{}
+	if version == nil {
+		return store.State{Version: absent}, nil
 	}
-	return st, nil
+	if value == nil {
+		value = []byte{} // a stored empty value is a value
+	}
+	return store.State{Value: value, Version: *version}, nil
 }
 
-// PutState implements store.Store: a compare-and-set in one statement.
+// PutState implements store.Store: a compare-and-set in one statement,
+// under the identity's advisory lock, in one round trip.
+//
+// Why the lock: at read committed, a statement sees what was committed
+// when it started, and it waits only for rows it writes. A plain UPDATE of
+// a value that exists would be safe without more (it waits for a
+// concurrent Clear's DELETE of the row, then finds nothing), but a first
+// commit compares the absent version and inserts a row Clear never saw:
+// run while a Clear has moved the mark but not yet committed, it reads the
+// old mark, matches, and inserts a value that outlives the Clear (so does
+// this statement's upsert when the row it found is deleted under it).
+// Locking the mark row cannot help: there is none before the first Clear.
+// So PutState takes the same per-identity transaction-scoped lock as
+// Clear, Forget, Append and RemovePrefix (pg_advisory_xact_lock, the first
+// statement of the batch): PutState, Clear and Forget of one identity run
+// one after the other, and the compare-and-set statement, which starts
+// after the lock is granted, sees every commit of the lock's previous
+// holders (PostgreSQL makes a transaction visible before it releases its
+// locks). A PutState before a Clear is then removed by it; one after it
+// reads the new mark and conflicts unless it expected that mark.
+//
+// The forgotten version is not covered by the lock: a Forget of another
+// identity may move it while PutState runs. PutState then reads it as it
+// was, and is ordered before that Forget, which removes nothing of this
+// identity; the next commit that expects the old version conflicts, as the
+// package store documents.
 func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
 	if err := s.check(ctx, "PutState", id); err != nil {
 		return 0, err
@@ -601,58 +737,34 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 		return 0, fmt.Errorf("pgstore: PutState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
-	op := fmt.Sprintf("PutState(%q)", name)
+	b := &pgx.Batch{}
+	s.lockIdentity(b, k)
 	var (
-		version int64
-		err     error
+		written *int64 // the new version; nil when nothing was written
+		current int64  // the version before: the value's or the absent one
+		absent  int64  // after a delete: the absent version
 	)
-	switch {
-	case value == nil && expect == 0:
-		// Deleting nothing: it succeeds if there is indeed nothing.
-		err = s.pool.QueryRow(ctx, s.q.stateVersion, k.hash, s.ns, k.key, name).Scan(&version)
-		if err != nil {
-			return 0, s.wrap(op, k, err)
-		}
-		if version != 0 {
-			return 0, s.conflict(k, name, version, expect)
-		}
-		return 0, nil
-	case value == nil:
-		tag, err := s.pool.Exec(ctx, s.q.deleteState, k.hash, s.ns, k.key, name, expect)
-		if err != nil {
-			return 0, s.wrap(op, k, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return 0, s.conflict(k, name, s.currentVersion(ctx, k, name), expect)
-		}
-		return 0, nil
-	case expect == 0:
-		err = s.pool.QueryRow(ctx, s.q.insertState, k.hash, s.ns, k.key, name, value).Scan(&version)
-	default:
-		err = s.pool.QueryRow(ctx, s.q.updateState, k.hash, s.ns, k.key, name, value, expect).Scan(&version)
+	if value == nil {
+		b.Queue(s.q.deleteState, k.hash, s.ns, k.key, name, expect).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&current, &absent)
+		})
+	} else {
+		b.Queue(s.q.putState, k.hash, s.ns, k.key, name, value, expect).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&written, &current)
+		})
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, s.conflict(k, name, s.currentVersion(ctx, k, name), expect)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, s.wrap(fmt.Sprintf("PutState(%q)", name), k, err)
 	}
-	if err != nil {
-		return 0, s.wrap(op, k, err)
+	if current != expect || value != nil && written == nil {
+		return 0, s.conflict(k, name, current, expect)
 	}
-	return version, nil
-}
-
-// currentVersion returns the stored version of a state value for a conflict
-// message, or -1 when it cannot be read.
-func (s *Store) currentVersion(ctx context.Context, k ident, name string) int64 {
-	var v int64
-	if err := s.pool.QueryRow(ctx, s.q.stateVersion, k.hash, s.ns, k.key, name).Scan(&v); err != nil {
-		return -1
+	if value == nil {
+		return absent, nil
 	}
-	return v
+	return *written, nil
 }
 
 func (s *Store) conflict(k ident, name string, current, expect int64) error {
-	if current < 0 {
-		return fmt.Errorf("%w: pgstore: state %q of identity %q is not at version %d", store.ErrConflict, name, k.key, expect)
-	}
 	return fmt.Errorf("%w: pgstore: state %q of identity %q is at version %d, not %d", store.ErrConflict, name, k.key, current, expect)
 }

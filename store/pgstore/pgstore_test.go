@@ -179,10 +179,8 @@ func TestNamespacesAndForget(t *testing.T) {
 	for _, s := range []*pgstore.Store{recent, facts, other} {
 		require.NoError(t, s.Append(ctx, alice, human("a1"), ai("a2")))
 		require.NoError(t, s.Append(ctx, bob, human("b1")))
-		_, err := s.PutState(ctx, alice, "summary", []byte("alice"), 0)
-		require.NoError(t, err)
-		_, err = s.PutState(ctx, bob, "summary", []byte("bob"), 0)
-		require.NoError(t, err)
+		mustCreate(t, s, alice, "summary", []byte("alice"))
+		mustCreate(t, s, bob, "summary", []byte("bob"))
 	}
 
 	// Namespaces under one prefix are apart.
@@ -202,17 +200,30 @@ func TestNamespacesAndForget(t *testing.T) {
 	gs, err := facts.GetState(ctx, alice, "summary")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("alice"), gs.Value)
+	factsBefore := gs
+	cleared, err := recent.GetState(ctx, alice, "summary")
+	require.NoError(t, err)
+	assert.False(t, cleared.Exists(), "Clear removed alice's state in recent")
+	assert.Positive(t, cleared.Version, "Clear gave alice a mark in recent")
+	facts2, err := facts.GetState(ctx, alice, "never_set")
+	require.NoError(t, err)
+	assert.Equal(t, store.State{}, facts2, "the mark is recent's only: facts has had no Clear or Forget")
 
 	// Forget is every namespace under the prefix, and only that identity.
 	require.NoError(t, recent.Append(ctx, alice, human("again")))
 	require.NoError(t, recent.Forget(ctx, alice))
+	var forgotten []store.State
 	for name, s := range map[string]*pgstore.Store{"recent": recent, "facts": facts} {
 		st, err := s.Stat(ctx, alice)
 		require.NoError(t, err)
 		assert.Zero(t, st.Count, "Forget removed alice's messages in %s", name)
 		gs, err := s.GetState(ctx, alice, "summary")
 		require.NoError(t, err)
-		assert.Zero(t, gs, "Forget removed alice's state in %s", name)
+		assert.Nil(t, gs.Value, "Forget removed alice's state in %s", name)
+		assert.False(t, gs.Exists(), "Forget removed alice's state in %s", name)
+		assert.NotContains(t, []int64{0, cleared.Version, factsBefore.Version}, gs.Version,
+			"after Forget alice's absent version in %s is a fresh one", name)
+		forgotten = append(forgotten, gs)
 		st, err = s.Stat(ctx, bob)
 		require.NoError(t, err)
 		assert.Equal(t, 1, st.Count, "Forget kept bob in %s", name)
@@ -220,10 +231,30 @@ func TestNamespacesAndForget(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []byte("bob"), gs.Value)
 	}
+	assert.Equal(t, forgotten[0], forgotten[1], "Forget removed recent's Clear mark: both namespaces report the store-wide forgotten version")
 	// Another table prefix is another store.
 	st, err = other.Stat(ctx, alice)
 	require.NoError(t, err)
 	assert.Equal(t, 2, st.Count, "Forget stays under its own table prefix")
+	gs, err = other.GetState(ctx, alice, "summary")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("alice"), gs.Value, "Forget stays under its own table prefix")
+	gs, err = other.GetState(ctx, alice, "never_set")
+	require.NoError(t, err)
+	assert.Equal(t, store.State{}, gs, "another table prefix has its own forgotten version")
+}
+
+// mustCreate stores value under a name that has none, expecting the absent
+// version GetState reports, and returns the new version.
+func mustCreate(t *testing.T, s store.Store, id memstack.Identity, name string, value []byte) int64 {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.GetState(ctx, id, name)
+	require.NoError(t, err)
+	require.False(t, st.Exists(), "state %q of %s exists already", name, id)
+	v, err := s.PutState(ctx, id, name, value, st.Version)
+	require.NoError(t, err)
+	return v
 }
 
 func TestConcurrentSchemaCreation(t *testing.T) {
