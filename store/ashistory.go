@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
@@ -24,10 +26,20 @@ import (
 //   - Messages: All, as fresh copies the caller may change.
 //   - Clear: Store.Clear — which also removes id's state values in s's
 //     namespace (a summary a memstack memory keeps there, for example).
-//   - SetMessages: Clear, then one Append of all the messages (a single
-//     unit: stored whole or not at all). The two steps are not one
-//     transaction: if the Append fails, the history is left empty and the
-//     error is returned. Like Clear, it removes id's state values.
+//   - SetMessages: the smallest change that makes the conversation the
+//     given list. langchaingo's window memories (ConversationWindowBuffer,
+//     ConversationTokenBuffer) call it with the stored list minus its
+//     oldest messages, maybe plus new ones at the end: then the oldest
+//     messages are removed and the new ones appended in one atomic step
+//     (Rewriter), and id's state values and the Seqs of the kept
+//     messages stay — a summary or facts that a memstack memory keeps in
+//     the same store survive every turn. (An empty list is such a trim:
+//     every message goes, the state stays; Clear is the call that wipes
+//     the state too.) A list that keeps none of the stored messages
+//     replaces them and, like Clear, removes id's state values and moves
+//     its absent version, in one atomic step too. A store that is not a
+//     Rewriter gets the same result in two steps — RemovePrefix then
+//     Append, or Clear then Append — that a crash can leave half done.
 //
 // langchaingo's ChatMessageHistory methods take no identity; the one given
 // here is used for every call, whatever identity the call's ctx carries.
@@ -99,7 +111,7 @@ func (h *storeHistory) Messages(ctx context.Context) ([]llms.ChatMessage, error)
 	return out, nil
 }
 
-// SetMessages implements schema.ChatMessageHistory.
+// SetMessages implements schema.ChatMessageHistory (see AsHistory).
 func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMessage) error {
 	if err := h.check(); err != nil {
 		return err
@@ -109,6 +121,41 @@ func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMess
 			return fmt.Errorf("%w: SetMessages: message %d of %d is nil", ErrInvalidArgument, i+1, len(messages))
 		}
 	}
+	recs, err := h.s.All(ctx, h.id)
+	if err != nil {
+		return err
+	}
+	k, err := overlap(recs, messages)
+	if err != nil {
+		return fmt.Errorf("store: SetMessages: %w", err)
+	}
+	add := messages[len(recs)-k:]
+	rw, atomic := h.s.(Rewriter)
+	switch {
+	case k == 0: // the stored messages all stay: append the rest
+		return h.s.Append(ctx, h.id, add...)
+	case k < len(recs) || len(messages) == 0: // a trim, maybe with new messages
+		through := recs[k-1].Seq
+		if atomic {
+			_, err := rw.Rewrite(ctx, h.id, through, false, add...)
+			return err
+		}
+		if !hasSystem(recs[:k]) {
+			if _, err := h.s.RemovePrefix(ctx, h.id, through); err != nil {
+				return err
+			}
+			if err := h.s.Append(ctx, h.id, add...); err != nil {
+				return fmt.Errorf("store: SetMessages: the oldest messages were removed but the new ones were not stored: %w", err)
+			}
+			return nil
+		}
+	}
+	// Nothing stored is kept (or a trim of system messages on a store
+	// RemovePrefix cannot do it on): replace everything.
+	if atomic {
+		_, err := rw.Rewrite(ctx, h.id, math.MaxInt64, true, messages...)
+		return err
+	}
 	if err := h.s.Clear(ctx, h.id); err != nil {
 		return err
 	}
@@ -116,4 +163,52 @@ func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMess
 		return fmt.Errorf("store: SetMessages: the history was cleared but the new messages were not stored: %w", err)
 	}
 	return nil
+}
+
+// overlap returns the smallest k such that the stored messages from k on
+// are the first messages of msgs (compared in their stored form): the
+// stored ones before k are to go, msgs after the overlap to be appended.
+// It is len(recs) when no stored message stays.
+func overlap(recs []Record, msgs []llms.ChatMessage) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	stored := make([][]byte, len(recs))
+	for i, r := range recs {
+		b, err := EncodeMessage(r.Message)
+		if err != nil {
+			return 0, fmt.Errorf("stored message Seq %d: %w", r.Seq, err)
+		}
+		stored[i] = b
+	}
+	given := make([][]byte, 0, min(len(msgs), len(recs)))
+	for i, m := range msgs[:min(len(msgs), len(recs))] {
+		b, err := EncodeMessage(m)
+		if err != nil {
+			return 0, fmt.Errorf("message %d of %d: %w", i+1, len(msgs), err)
+		}
+		given = append(given, b)
+	}
+	for k := max(0, len(recs)-len(given)); k < len(recs); k++ {
+		same := true
+		for i := k; i < len(recs); i++ {
+			if !bytes.Equal(stored[i], given[i-k]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return k, nil
+		}
+	}
+	return len(recs), nil
+}
+
+func hasSystem(recs []Record) bool {
+	for _, r := range recs {
+		if r.Message.GetType() == llms.ChatMessageTypeSystem {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -310,4 +311,137 @@ func (s *InMemory) PutState(ctx context.Context, id memstack.Identity, name stri
 	v := s.seq.Add(1)
 	c.state[name] = State{Value: bytes.Clone(value), Version: v}
 	return v, nil
+}
+
+var (
+	_ Rewriter = (*InMemory)(nil)
+	_ Users    = (*InMemory)(nil)
+)
+
+// Rewrite implements Rewriter, under the identity's lock.
+func (s *InMemory) Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error) {
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	at := AppendTime(ctx)
+	if len(msgs) > 0 {
+		if err := CheckTime(at); err != nil {
+			return 0, err
+		}
+	}
+	recs := make([]Record, len(msgs))
+	for i, m := range msgs {
+		if isNil(m) {
+			return 0, fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
+		}
+		recs[i].Message = CloneMessage(m)
+		recs[i].Time = at
+	}
+	c := s.lockLive(id)
+	defer c.mu.Unlock()
+	end := 0
+	for end < len(c.records) && c.records[end].Seq <= through {
+		end++
+	}
+	kept := make([]Record, 0, len(c.records)-end+len(recs))
+	kept = append(kept, c.records[end:]...)
+	if len(recs) > 0 {
+		last := s.seq.Add(int64(len(recs)))
+		for i := range recs {
+			recs[i].Seq = last - int64(len(recs)-1-i)
+		}
+		kept = append(kept, recs...)
+	}
+	c.records = kept
+	if reset {
+		c.state = nil
+		c.cleared = s.seq.Add(1)
+	}
+	return end, nil
+}
+
+// Identities implements Users. An InMemory store has one namespace.
+func (s *InMemory) Identities(ctx context.Context, scope Scope) ([]memstack.Identity, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if err := scope.Check(); err != nil {
+		return nil, err
+	}
+	var out []memstack.Identity
+	for _, id := range s.scoped(scope) {
+		c := s.conv(id, false)
+		if c == nil {
+			continue
+		}
+		c.mu.RLock()
+		held := len(c.records) > 0 || len(c.state) > 0 || c.cleared != 0
+		c.mu.RUnlock()
+		if held {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// scoped returns the identities with an entry within scope, by Key.
+func (s *InMemory) scoped(scope Scope) []memstack.Identity {
+	s.mu.RLock()
+	var ids []memstack.Identity
+	for id := range s.convs {
+		if scope.Contains(id) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.RUnlock()
+	sortIdentities(ids)
+	return ids
+}
+
+// Export implements Users: the single namespace is "".
+func (s *InMemory) Export(ctx context.Context, scope Scope) (Export, error) {
+	ids, err := s.Identities(ctx, scope)
+	if err != nil {
+		return Export{}, err
+	}
+	out := Export{Scope: scope}
+	for _, id := range ids {
+		c := s.conv(id, false)
+		if c == nil {
+			continue
+		}
+		c.mu.RLock()
+		ne := NamespaceExport{Messages: cloneRecords(c.records), States: make(map[string]State, len(c.state)), Cleared: c.cleared != 0}
+		for name, st := range c.state {
+			ne.States[name] = State{Value: bytes.Clone(st.Value), Version: st.Version}
+		}
+		c.mu.RUnlock()
+		out.Identities = append(out.Identities, IdentityExport{Identity: id, Namespaces: []NamespaceExport{ne}})
+	}
+	return out, nil
+}
+
+// ForgetScope implements Users: Forget of every identity within scope.
+func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
+	ids, err := s.Identities(ctx, scope)
+	if err != nil {
+		return 0, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	s.forgotten.Store(s.seq.Add(1))
+	// Every entry within scope, also those that hold nothing (created by
+	// a read-modify-write that stored nothing), goes through Forget: it
+	// marks the entry dead so a writer holding it moves to a new one.
+	for _, id := range s.scoped(scope) {
+		if err := s.Forget(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}
+
+func sortIdentities(ids []memstack.Identity) {
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Key() < ids[j].Key() })
 }
