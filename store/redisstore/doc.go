@@ -24,10 +24,20 @@
 // in one hash tag, so all of them live in one Redis Cluster slot and every
 // multi-key script runs on one node:
 //
-//	<prefix>:{<identity key>}:<namespace>:msgs   list, one element per message
-//	<prefix>:{<identity key>}:<namespace>:state  hash, state name → "<version>|<value>"
-//	<prefix>:{<identity key>}:seq                string, the last Seq handed out
-//	<prefix>:{<identity key>}:nss                set, the namespaces holding data
+//	<prefix>:{<identity key>}:<namespace>:msgs     list, one element per message
+//	<prefix>:{<identity key>}:<namespace>:state    hash, state name → "<version>|<value>"
+//	<prefix>:{<identity key>}:<namespace>:cleared  string, the Clear mark (a version)
+//	<prefix>:{<identity key>}:seq                  string, the last Seq handed out
+//	<prefix>:{<identity key>}:nss                  set, the namespaces holding data or a mark
+//	<prefix>:{<slot tag>}:forgotten                string, the forgotten version of one slot
+//
+// The last key is not any identity's: there is one per Redis Cluster hash
+// slot that a Forget has touched, shared by every identity whose key hashes
+// to that slot. Its slot tag is the first of f0, f1, f2, … that hashes to
+// the slot (CRC-16/XMODEM mod 16384, as Redis Cluster hashes tags), so the
+// scripts of an identity read it on the identity's own node; a tag has no
+// ':' and names no identity. See "Absent versions" for what the cleared and
+// forgotten keys hold.
 //
 // The prefix (WithKeyPrefix, default "memstack") names the store; the
 // namespace (WithNamespace, default "default") names one layer within it,
@@ -53,22 +63,57 @@
 // it or none of it: Append assigns the Seqs of a whole turn and pushes its
 // messages; RemovePrefix drops the non-system messages with Seq <= through
 // and puts the system ones back in order; PutState compares and sets a
-// version; Clear and Forget delete keys. Last(n) is one LRANGE of the list's
-// tail (O(n)), All one LRANGE, Stat a script reading the list's length and
-// the Seqs of its ends (O(1), without sending message bodies back). Every
-// call is one round trip (Forget two).
+// version; Clear deletes the namespace's keys and sets its mark; Forget sets
+// the slot's forgotten version and deletes every key of the identity.
+// Last(n) is one LRANGE of the list's tail (O(n)), All one LRANGE, Stat a
+// script reading the list's length and the Seqs of its ends (O(1), without
+// sending message bodies back), GetState a script reading the value or,
+// for an absent one, the absent version. Every call is one round trip
+// (Forget two).
 //
 // A window memory reads the same newest messages on every turn, so a Store
 // keeps the messages it decoded in a small LRU cache keyed by the exact
 // stored value (WithDecodeCache): a hit is always what decoding would give,
 // and nothing needs invalidating when Redis changes.
 //
+// # Absent versions
+//
+// A state name with no value has a version too (see package store,
+// "Cleared means gone, across replicas"): in a namespace with a Clear mark
+// it is the mark; else it is the forgotten version of the identity's slot;
+// else (no Forget ever touched the slot) 0. Clear sets the mark to a fresh
+// number, in the script that deletes the messages and state; Forget sets
+// the slot's forgotten version to a fresh number and deletes every key of
+// the identity, marks included, in one script too; GetState and PutState
+// read the value, the mark and the forgotten version in one script. All of
+// these keys are in the identity's slot, so each of those steps is atomic
+// on a Redis Cluster as well as on one server: a PutState whose expect was
+// read before a Clear or Forget runs wholly before it (and what it stored
+// is removed) or wholly after it, and then conflicts, since the new mark or
+// forgotten version is greater than every version, mark and forgotten
+// version any earlier read returned.
+//
+// The forgotten version is per slot rather than one key for the whole
+// prefix: that is what keeps it in the identity's slot on a Cluster. One
+// store-wide key would sit in another slot, so PutState could only read it
+// in a command of its own, and a Forget falling between that read and the
+// compare-and-set would let a commit that read before Forget store its
+// value after it. The trade-off: a Forget changes the absent version of
+// the identities sharing its slot (about one in 16384) rather than of
+// every identity — which the contract needs only of the forgotten one, and
+// which refuses fewer unrelated first commits — and a forgotten key tells
+// whoever can read the keys that some identity of that slot was forgotten,
+// and when. A mark expires with the namespace's other keys (WithTTL); the
+// forgotten keys never expire, and if one is lost (evicted, FLUSHDB) the
+// next Forget draws a number at least the clock, so it is still new.
+//
 // # Sequence numbers
 //
-// Seqs and state versions come from one counter per identity (the seq key),
-// shared by all namespaces of the prefix. Each new number is
+// Seqs, state versions and Clear marks come from one counter per identity
+// (the seq key), shared by all namespaces of the prefix. Each new number is
 //
-//	max(counter + 1, the Redis server's clock in microseconds)
+//	max(counter + 1, the Redis server's clock in microseconds,
+//	    the namespace's Clear mark + 1, the slot's forgotten version + 1)
 //
 // (the clock from the TIME command, inside the script), so Seqs increase
 // strictly within an identity and are never handed out twice even after
@@ -78,16 +123,26 @@
 // than one number per microsecond; Forget waits (up to 2 s) until the clock
 // has passed the counter before it deletes it. This holds as long as the
 // server's clock does not step back by more than that across a Forget or a
-// TTL expiry. Numbers are about 1.8e15 today, exact in the float64 that Lua
-// computes with until the year 2255.
+// TTL expiry. A forgotten version is max(its previous value + 1, the clock,
+// the forgotten identity's counter + 1, its marks + 1). Counters of
+// different identities are apart, so a forgotten version can equal a
+// version another identity of the slot drew only if that identity's
+// counter was running ahead of the clock (a burst of appends) at that very
+// moment, and it could then pass for that name's absent version only once
+// its value is deleted or expires where there is no mark. Numbers are
+// about 1.8e15 today, exact in the float64 that Lua computes with until
+// the year 2255.
 //
 // # TTL
 //
 // WithTTL(d) makes a conversation expire d after its last write: every
-// Append and PutState sets the expiry of the namespace's keys to d and
-// extends that of the shared seq and nss keys to at least d, so those never
-// expire before the data they describe. A namespace without a TTL keeps its
-// keys and the shared keys forever (it removes their expiry when it writes).
+// Append, PutState and Clear sets the expiry of the namespace's keys
+// (messages, state, Clear mark) to d and extends that of the shared seq and
+// nss keys to at least d, so those never expire before the data they
+// describe. A namespace without a TTL keeps its keys and the shared keys
+// forever (it removes their expiry when it writes). An expired mark is
+// harmless: the absent version moves to the slot's forgotten version, so a
+// commit that read the mark conflicts and reads again.
 //
 // # Failures
 //

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/redisstore"
 )
 
@@ -72,12 +74,21 @@ func ExampleStore_Forget() {
 
 	user := memstack.Identity{Tenant: "acme", User: "u42", Conversation: "c7"}
 	_ = recent.Append(ctx, user, llms.HumanChatMessage{Content: "I'm vegetarian."})
-	_, _ = facts.PutState(ctx, user, "diet", []byte("vegetarian"), 0)
+	// A new value expects the version GetState reports for the absent one.
+	diet, _ := facts.GetState(ctx, user, "diet")
+	_, _ = facts.PutState(ctx, user, "diet", []byte("vegetarian"), diet.Version)
+	before, _ := facts.GetState(ctx, user, "diet")
 
 	_ = recent.Forget(ctx, user) // the user asked to be forgotten
 
 	msgs, _ := recent.All(ctx, user)
-	diet, _ := facts.GetState(ctx, user, "diet")
-	fmt.Println(len(msgs), diet.Version)
-	// Output: 0 0
+	diet, _ = facts.GetState(ctx, user, "diet")
+	fmt.Println(before.Exists(), len(msgs), diet.Exists())
+	// A commit that read before Forget conflicts: it cannot store again
+	// what was forgotten.
+	_, err = facts.PutState(ctx, user, "diet", []byte("vegetarian"), before.Version)
+	fmt.Println(errors.Is(err, store.ErrConflict))
+	// Output:
+	// true 0 false
+	// true
 }

@@ -76,9 +76,9 @@ func WithKeyPrefix(prefix string) Option {
 	}
 }
 
-// WithTTL makes each conversation expire ttl after its last Append or
-// PutState in this namespace: every write sets the expiry of all of the
-// identity's keys (see the package documentation). Zero, the default,
+// WithTTL makes each conversation expire ttl after its last Append,
+// PutState or Clear in this namespace: every write sets the expiry of all
+// of the identity's keys (see the package documentation). Zero, the default,
 // keeps conversations until Clear or Forget. A TTL is at least MinTTL and
 // counted in whole milliseconds.
 func WithTTL(ttl time.Duration) Option {

@@ -186,20 +186,29 @@ func (s *Store) String() string {
 
 // keys are the Redis keys of one identity (see the package documentation).
 type keys struct {
-	base        string // <prefix>:{<identity key>}:
-	msgs, state string
-	seq, nss    string
+	base                 string // <prefix>:{<identity key>}:
+	msgs, state, cleared string
+	seq, nss             string
+	forgotten            string // the forgotten key of the identity's hash slot
 }
 
 func (s *Store) keysOf(id memstack.Identity) keys {
-	base := s.prefix + ":{" + id.Key() + "}:"
+	key := id.Key()
+	base := s.prefix + ":{" + key + "}:"
 	return keys{
-		base:  base,
-		msgs:  base + s.ns + ":msgs",
-		state: base + s.ns + ":state",
-		seq:   base + "seq",
-		nss:   base + "nss",
+		base:      base,
+		msgs:      base + s.ns + ":msgs",
+		state:     base + s.ns + ":state",
+		cleared:   base + s.ns + ":cleared",
+		seq:       base + "seq",
+		nss:       base + "nss",
+		forgotten: s.prefix + ":{" + slotTag(hashSlot(key)) + "}:forgotten",
 	}
+}
+
+// all returns the keys every prelude script takes, in its KEYS order.
+func (k keys) all() []string {
+	return []string{k.msgs, k.state, k.seq, k.nss, k.cleared, k.forgotten}
 }
 
 // begin checks what every method checks first: the store, ctx and whether
@@ -273,14 +282,26 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 		args = append(args, elem)
 	}
 	k := s.keysOf(id)
-	res, err := appendScript.Run(ctx, s.client, []string{k.msgs, k.state, k.seq, k.nss}, args...).Slice()
+	res, err := appendScript.Run(ctx, s.client, k.all(), args...).Slice()
 	if err != nil {
 		return s.fail(ctx, op, id, err)
 	}
-	if status(res) != "ok" {
-		return s.corrupt(op, id, "the sequence counter")
+	if st := status(res); st != "ok" {
+		return s.corruptStatus(op, id, st)
 	}
 	return nil
+}
+
+// corruptStatus is the error for a script's "corrupt-…" status: a shared
+// value of the identity that this package could not have written.
+func (s *Store) corruptStatus(op string, id memstack.Identity, status string) error {
+	switch status {
+	case "corrupt-mark":
+		return s.corrupt(op, id, "the Clear mark")
+	case "corrupt-forgotten":
+		return s.corrupt(op, id, "the forgotten version of the hash slot")
+	}
+	return s.corrupt(op, id, "the sequence counter")
 }
 
 // status returns the first element of a script's table reply.
@@ -415,16 +436,21 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	return int(n), nil
 }
 
-// Clear implements store.Store: it deletes the identity's messages and
-// state in this namespace. Seqs go on from the shared counter.
+// Clear implements store.Store with one script: it deletes the identity's
+// messages and state in this namespace and sets the namespace's Clear mark
+// to a fresh number from the identity's counter, which becomes the absent
+// version of every state name there. Seqs go on from the shared counter.
 func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	const op = "Clear"
 	if err := s.begin(ctx, op, id); err != nil {
 		return err
 	}
-	k := s.keysOf(id)
-	if err := clearScript.Run(ctx, s.client, []string{k.msgs, k.state, k.nss}, s.ns).Err(); err != nil {
+	res, err := clearScript.Run(ctx, s.client, s.keysOf(id).all(), s.ns, s.ttlArg).Slice()
+	if err != nil {
 		return s.fail(ctx, op, id, err)
+	}
+	if st := status(res); st != "ok" {
+		return s.corruptStatus(op, id, st)
 	}
 	return nil
 }
@@ -433,12 +459,15 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 // appearing between reading the namespace set and deleting).
 const maxForgetAttempts = 50
 
-// Forget implements store.Store: it deletes every key of the identity under
-// this store's prefix — messages and state of every namespace, the Seq
-// counter and the namespace set — in one script, and nothing else. If the
-// Seq counter is ahead of the server's clock (a burst of appends just
-// now), Forget first waits until the clock passes it, so no Seq is ever
-// handed out twice.
+// Forget implements store.Store: in one script it first moves the
+// forgotten version of the identity's hash slot to a fresh number, then
+// deletes every key of the identity under this store's prefix — messages,
+// state and Clear mark of every namespace, the Seq counter and the
+// namespace set — and nothing else. A PutState that read the identity's
+// state before Forget then conflicts (forgetScript explains why the order
+// matters). If the Seq counter is ahead of the server's clock (a burst of
+// appends just now), Forget first waits until the clock passes it, so no
+// Seq is ever handed out twice.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	const op = "Forget"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -453,11 +482,11 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 		if !slices.Contains(nss, s.ns) {
 			nss = append(nss, s.ns)
 		}
-		ks := make([]string, 0, 2+2*len(nss))
-		ks = append(ks, k.seq, k.nss)
+		ks := make([]string, 0, 3+3*len(nss))
+		ks = append(ks, k.seq, k.nss, k.forgotten)
 		args := make([]any, len(nss))
 		for i, ns := range nss {
-			ks = append(ks, k.base+ns+":msgs", k.base+ns+":state")
+			ks = append(ks, k.base+ns+":msgs", k.base+ns+":state", k.base+ns+":cleared")
 			args[i] = ns
 		}
 		res, err := forgetScript.Run(ctx, s.client, ks, args...).Slice()
@@ -484,7 +513,9 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	}
 }
 
-// GetState implements store.Store.
+// GetState implements store.Store with one script: the value and its
+// version, or, when the name has none, the absent version (the Clear mark,
+// else the slot's forgotten version, else 0), read in one step.
 func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string) (store.State, error) {
 	const op = "GetState"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -493,26 +524,44 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := store.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
-	v, err := s.client.HGet(ctx, s.keysOf(id).state, name).Result()
-	if errors.Is(err, redis.Nil) {
-		return store.State{}, nil
-	}
+	res, err := getStateScript.Run(ctx, s.client, s.keysOf(id).all(), name).Slice()
 	if err != nil {
 		return store.State{}, s.fail(ctx, op, id, err)
 	}
-	bar := strings.IndexByte(v, '|')
+	var str string
+	if len(res) == 2 {
+		str, _ = res[1].(string)
+	}
+	switch status(res) {
+	case "absent":
+		v, err := strconv.ParseInt(str, 10, 64)
+		if err != nil || v < 0 {
+			return store.State{}, s.fail(ctx, op, id, fmt.Errorf("unexpected absent version %q in the script's reply", str))
+		}
+		return store.State{Version: v}, nil
+	case "value":
+	default:
+		return store.State{}, s.corruptStatus(op, id, status(res))
+	}
+	bar := strings.IndexByte(str, '|')
 	var version int64
 	if bar > 0 && bar <= 19 {
-		version, err = strconv.ParseInt(v[:bar], 10, 64)
+		version, err = strconv.ParseInt(str[:bar], 10, 64)
 	}
 	if bar <= 0 || bar > 19 || err != nil || version < 1 {
 		return store.State{}, s.corrupt(op, id, fmt.Sprintf("state %q has no valid version", name))
 	}
-	return store.State{Value: []byte(v[bar+1:]), Version: version}, nil
+	value := []byte(str[bar+1:])
+	if value == nil {
+		value = []byte{} // a present value is never nil, empty or not
+	}
+	return store.State{Value: value, Version: version}, nil
 }
 
-// PutState implements store.Store: a compare-and-set in one script. New
-// versions come from the identity's Seq counter, so they are never reused.
+// PutState implements store.Store: a compare-and-set in one script, whose
+// current version for an absent value is the absent version, read in the
+// same script. New versions come from the identity's Seq counter, so they
+// are never reused. A nil value deletes and returns the absent version.
 func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
 	const op = "PutState"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -526,7 +575,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 		mode = "del"
 	}
 	k := s.keysOf(id)
-	res, err := putStateScript.Run(ctx, s.client, []string{k.msgs, k.state, k.seq, k.nss},
+	res, err := putStateScript.Run(ctx, s.client, k.all(),
 		s.ns, s.ttlArg, name, strconv.FormatInt(expect, 10), mode, value).Slice()
 	if err != nil {
 		return 0, s.fail(ctx, op, id, err)
@@ -535,7 +584,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	case "ok":
 		str, _ := res[len(res)-1].(string)
 		v, err := strconv.ParseInt(str, 10, 64)
-		if err != nil {
+		if err != nil || v < 0 {
 			return 0, s.fail(ctx, op, id, fmt.Errorf("unexpected version %q in the script's reply", str))
 		}
 		return v, nil
@@ -546,5 +595,5 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	case "corrupt":
 		return 0, s.corrupt(op, id, fmt.Sprintf("state %q has no valid version", name))
 	}
-	return 0, s.corrupt(op, id, "the sequence counter")
+	return 0, s.corruptStatus(op, id, status(res))
 }

@@ -71,11 +71,35 @@ func rawClient(t *testing.T, addr string) *redis.Client {
 }
 
 // keyNames is the documented key layout.
-type keyNames struct{ msgs, state, seq, nss string }
+type keyNames struct{ msgs, state, cleared, seq, nss, forgotten string }
 
 func keysOf(prefix, ns string, id memstack.Identity) keyNames {
 	base := prefix + ":{" + id.Key() + "}:"
-	return keyNames{msgs: base + ns + ":msgs", state: base + ns + ":state", seq: base + "seq", nss: base + "nss"}
+	return keyNames{msgs: base + ns + ":msgs", state: base + ns + ":state", cleared: base + ns + ":cleared",
+		seq: base + "seq", nss: base + "nss", forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
+}
+
+// slotTag is the documented tag of a slot's forgotten key: the first of
+// f0, f1, f2, … that hashes to the slot.
+func slotTag(want int) string {
+	for n := 0; ; n++ {
+		if tag := fmt.Sprint("f", n); slot(tag) == want {
+			return tag
+		}
+	}
+}
+
+// create stores value under a name that has none, expecting the absent
+// version GetState reports, and returns the new version.
+func create(t *testing.T, s store.Store, id memstack.Identity, name string, value []byte) int64 {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.GetState(ctx, id, name)
+	require.NoError(t, err)
+	require.False(t, st.Exists(), "state %q of %s exists already", name, id)
+	v, err := s.PutState(ctx, id, name, value, st.Version)
+	require.NoError(t, err)
+	return v
 }
 
 func human(s string) llms.ChatMessage  { return llms.HumanChatMessage{Content: s} }
@@ -128,13 +152,26 @@ func TestConformanceCluster(t *testing.T) {
 		return redisstore.New(context.Background(), c, redisstore.WithKeyPrefix("c-"+ns))
 	})
 
+	t.Run("ForgetRacingCommitsLeavesNothingOlder", func(t *testing.T) {
+		prefix := uniquePrefix()
+		var clients [2]store.Store
+		for i := range clients {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			s, err := redisstore.New(context.Background(), c, redisstore.WithKeyPrefix(prefix))
+			require.NoError(t, err)
+			clients[i] = s
+		}
+		forgetRacingCommits(t, clients)
+	})
+
 	// The slot function of TestKeyLayoutAndHashTags is Redis Cluster's:
 	// check it against the server's CLUSTER KEYSLOT.
 	ctx := context.Background()
 	raw := rawClient(t, srv.Addr())
 	for _, id := range []memstack.Identity{alice, {Tenant: "{x}", User: "}{"}, {Tenant: "ünï"}, {}} {
 		k := keysOf("p", "recent", id)
-		for _, key := range []string{k.msgs, k.state, k.seq, k.nss} {
+		for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.forgotten} {
 			n, err := raw.ClusterKeySlot(ctx, key).Result()
 			require.NoError(t, err)
 			assert.Equal(t, int64(slot(id.Key())), n, "CLUSTER KEYSLOT %q", key)
@@ -307,14 +344,24 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 		require.False(t, strings.ContainsAny(id.Key(), "{}"), "key %q", id.Key())
 		for _, s := range []*redisstore.Store{recent, facts} {
 			require.NoError(t, s.Append(ctx, id, system("sys"), human("q"), ai("a")))
-			_, err := s.PutState(ctx, id, "summary", []byte("s"), 0)
-			require.NoError(t, err)
+			create(t, s, id, "summary", []byte("s"))
 		}
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
 			want[k.msgs], want[k.state], want[k.seq], want[k.nss] = true, true, true, true
 		}
 	}
+	// A Clear leaves the namespace's mark behind; a Forget leaves no key
+	// of the identity but sets the forgotten version of its slot.
+	cleared, forgotten := memstack.Identity{User: "cleared"}, memstack.Identity{User: "forgotten"}
+	require.NoError(t, facts.Append(ctx, cleared, human("q")))
+	require.NoError(t, facts.Clear(ctx, cleared))
+	c := keysOf(prefix, "facts", cleared)
+	want[c.cleared], want[c.seq], want[c.nss] = true, true, true
+	require.NoError(t, recent.Append(ctx, forgotten, human("q")))
+	require.NoError(t, recent.Forget(ctx, forgotten))
+	want[keysOf(prefix, "recent", forgotten).forgotten] = true
+	ids = append(ids, cleared, forgotten)
 
 	got := map[string]bool{}
 	iter := raw.Scan(ctx, 0, prefix+":*", 1000).Iterator()
@@ -325,16 +372,21 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 	assert.Equal(t, want, got, "exactly the documented keys")
 
 	// All keys of one identity hash to one cluster slot: the first '{' of
-	// every key opens the tag and the tag is the identity key.
+	// every key opens the tag and the tag is the identity key. The
+	// forgotten key its scripts read has another tag, in the same slot.
 	for _, id := range ids {
 		tag := "{" + id.Key() + "}"
 		wantSlot := slot(id.Key())
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
-			for _, key := range []string{k.msgs, k.state, k.seq, k.nss} {
+			for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.forgotten} {
 				open := strings.IndexByte(key, '{')
 				close := strings.IndexByte(key[open:], '}')
-				require.Equal(t, tag, key[open:open+close+1], "hash tag of %q", key)
+				if key == k.forgotten {
+					assert.NotContains(t, key, id.Key(), "the forgotten key names no identity")
+				} else {
+					require.Equal(t, tag, key[open:open+close+1], "hash tag of %q", key)
+				}
 				assert.Equal(t, wantSlot, slot(key[open+1:open+close]), "slot of %q", key)
 			}
 		}
@@ -375,10 +427,12 @@ func TestForgetRemovesEveryNamespaceAndNothingElse(t *testing.T) {
 	for _, id := range []memstack.Identity{alice, bob, alice10} {
 		for _, s := range []*redisstore.Store{recent, facts, other} {
 			require.NoError(t, s.Append(ctx, id, system("rules"), human("hi "+id.User), ai("hello")))
-			_, err := s.PutState(ctx, id, "facts", []byte("likes tea"), 0)
-			require.NoError(t, err)
+			create(t, s, id, "facts", []byte("likes tea"))
 		}
 	}
+	// A namespace holding only a Clear mark is forgotten too.
+	marked := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace("marked"))
+	require.NoError(t, marked.Clear(ctx, alice))
 	before, err := recent.All(ctx, alice)
 	require.NoError(t, err)
 	stBefore, err := facts.GetState(ctx, alice, "facts")
@@ -386,16 +440,26 @@ func TestForgetRemovesEveryNamespaceAndNothingElse(t *testing.T) {
 
 	require.NoError(t, recent.Forget(ctx, alice))
 
-	for _, s := range []*redisstore.Store{recent, facts} {
+	var absent []int64
+	for _, s := range []*redisstore.Store{recent, facts, marked} {
 		rs, err := s.All(ctx, alice)
 		require.NoError(t, err)
 		assert.Empty(t, rs)
 		st, err := s.GetState(ctx, alice, "facts")
 		require.NoError(t, err)
-		assert.Equal(t, store.State{}, st)
+		assert.Nil(t, st.Value, "%s", s)
+		assert.Greater(t, st.Version, stBefore.Version, "%s: the absent version is new", s)
+		absent = append(absent, st.Version)
 	}
+	// Every namespace reports the slot's forgotten version (no mark is
+	// left), and that is what the forgotten key holds.
+	assert.Equal(t, []int64{absent[0], absent[0], absent[0]}, absent)
+	f, err := raw.Get(ctx, keysOf(prefix, "recent", alice).forgotten).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, absent[0], f)
 	n, err := raw.Exists(ctx, keysOf(prefix, "recent", alice).msgs, keysOf(prefix, "recent", alice).state,
 		keysOf(prefix, "facts", alice).msgs, keysOf(prefix, "facts", alice).state,
+		keysOf(prefix, "marked", alice).cleared,
 		keysOf(prefix, "x", alice).seq, keysOf(prefix, "x", alice).nss).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no key of alice is left under the prefix")
@@ -423,12 +487,100 @@ func TestForgetRemovesEveryNamespaceAndNothingElse(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
 	assert.Greater(t, rs[0].Seq, maxSeq(before))
-	v, err := facts.PutState(ctx, alice, "facts", []byte("new"), 0)
-	require.NoError(t, err)
-	assert.Greater(t, v, stBefore.Version)
+	_, err = facts.PutState(ctx, alice, "facts", []byte("stale"), stBefore.Version)
+	assert.ErrorIs(t, err, store.ErrConflict, "a version from before Forget conflicts")
+	v := create(t, facts, alice, "facts", []byte("new"))
+	assert.Greater(t, v, absent[0])
 
 	// Forgetting an identity with nothing stored is fine.
 	require.NoError(t, recent.Forget(ctx, memstack.Identity{User: "nobody"}))
+}
+
+func TestForgetRacingCommitsLeavesNothingOlder(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := uniquePrefix()
+	forgetRacingCommits(t, [2]store.Store{
+		open(t, addr, redisstore.WithKeyPrefix(prefix)),
+		open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace("other")),
+	})
+}
+
+// forgetRacingCommits is the kit's ClearRacingCommitsLeavesNothingOlder
+// with Forget: writers read and commit (a create or a delete) in a loop,
+// from two clients, while Forgets run on either; no commit whose read
+// finished before a Forget began may land when it started after that
+// Forget returned. Forget leaves nothing of the identity, so only the
+// forgotten version can defeat them.
+func forgetRacingCommits(t *testing.T, clients [2]store.Store) {
+	ctx := context.Background()
+	base := time.Now()
+	now := func() int64 { return time.Since(base).Nanoseconds() }
+	type commit struct{ readDone, putStart int64 }
+	type span struct{ start, end int64 }
+	var mu sync.Mutex
+	var commits []commit
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		c := clients[w%2]
+		name := fmt.Sprint("race", w) // a name of its own: no other writer's create hides a stale one
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st, err := c.GetState(ctx, alice, name)
+				if !assert.NoError(t, err) {
+					return
+				}
+				done := now()
+				if i%3 == 0 {
+					time.Sleep(time.Millisecond) // a commit that spans a Forget
+				}
+				// Deleting every value it finds, a writer reads the name
+				// absent half the time: a first commit is what only the
+				// forgotten version defeats.
+				var value []byte
+				if !st.Exists() {
+					value = []byte("v")
+				}
+				start := now()
+				_, err = c.PutState(ctx, alice, name, value, st.Version)
+				if errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				commits = append(commits, commit{done, start})
+				mu.Unlock()
+			}
+		})
+	}
+	var forgets []span
+	for round := range 100 {
+		time.Sleep(time.Millisecond)
+		sp := span{start: now()}
+		require.NoError(t, clients[round%2].Forget(ctx, alice))
+		sp.end = now()
+		forgets = append(forgets, sp)
+	}
+	close(stop)
+	wg.Wait()
+	require.NotEmpty(t, commits, "no commit succeeded: the test proves nothing")
+	bad := 0
+	for _, c := range commits {
+		for _, sp := range forgets {
+			if c.readDone < sp.start && c.putStart > sp.end {
+				bad++
+				break
+			}
+		}
+	}
+	assert.Zero(t, bad, "%d of %d commits read before a Forget began, started after it returned, and still landed", bad, len(commits))
 }
 
 func TestSeqsSharedAcrossNamespaces(t *testing.T) {
@@ -445,8 +597,7 @@ func TestSeqsSharedAcrossNamespaces(t *testing.T) {
 			require.NoError(t, err)
 			require.Greater(t, rs[0].Seq, last)
 			last = rs[0].Seq
-			v, err := s.PutState(ctx, alice, fmt.Sprint("n", i), []byte("x"), 0)
-			require.NoError(t, err)
+			v := create(t, s, alice, fmt.Sprint("n", i), []byte("x"))
 			require.Greater(t, v, last, "versions come from the same counter")
 			last = v
 		}
@@ -506,11 +657,24 @@ func TestTTL(t *testing.T) {
 
 	t.Run("every key of the identity gets it", func(t *testing.T) {
 		require.NoError(t, recent.Append(ctx, alice, human("hi"), ai("hello")))
-		_, err := recent.PutState(ctx, alice, "summary", []byte("greeting"), 0)
-		require.NoError(t, err)
+		create(t, recent, alice, "summary", []byte("greeting"))
 		for _, key := range []string{k.msgs, k.state, k.seq, k.nss} {
 			within(t, key, ttl)
 		}
+	})
+
+	t.Run("a Clear mark expires with the conversation", func(t *testing.T) {
+		id := memstack.Identity{User: "cleared"}
+		c := keysOf(prefix, "recent", id)
+		require.NoError(t, recent.Append(ctx, id, human("hi")))
+		require.NoError(t, raw.PExpire(ctx, c.seq, 3*time.Second).Err())
+		require.NoError(t, recent.Clear(ctx, id))
+		for _, key := range []string{c.cleared, c.seq, c.nss} {
+			within(t, key, ttl)
+		}
+		require.NoError(t, raw.PExpire(ctx, c.cleared, 3*time.Second).Err())
+		require.NoError(t, recent.Append(ctx, id, human("again")))
+		within(t, c.cleared, ttl)
 	})
 
 	t.Run("refreshed on every append", func(t *testing.T) {
@@ -590,8 +754,7 @@ func TestServerKilledMidRunThenRestarted(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, srv.Addr())
 	require.NoError(t, s.Append(ctx, alice, human("before"), ai("the crash")))
-	v1, err := s.PutState(ctx, alice, "summary", []byte("acknowledged"), 0)
-	require.NoError(t, err)
+	v1 := create(t, s, alice, "summary", []byte("acknowledged"))
 
 	// Writers are appending turns to carol's conversation when the server
 	// is killed.
@@ -839,10 +1002,9 @@ func TestCorruptValues(t *testing.T) {
 
 	t.Run("state value", func(t *testing.T) {
 		id, k, _ := fresh(t)
-		_, err := s.PutState(ctx, id, "good", []byte("fine"), 0)
-		require.NoError(t, err)
+		create(t, s, id, "good", []byte("fine"))
 		require.NoError(t, raw.HSet(ctx, k.state, "summary", "secret without version").Err())
-		_, err = s.GetState(ctx, id, "summary")
+		_, err := s.GetState(ctx, id, "summary")
 		requireCorrupt(t, err, id, `"summary"`)
 		_, err = s.PutState(ctx, id, "summary", []byte("x"), 0)
 		requireCorrupt(t, err, id, `"summary"`)
@@ -851,13 +1013,49 @@ func TestCorruptValues(t *testing.T) {
 		assert.Equal(t, "fine", string(st.Value))
 	})
 
+	t.Run("Clear mark and forgotten version", func(t *testing.T) {
+		id, k, _ := fresh(t)
+		v := create(t, s, id, "kept", []byte("fine"))
+		require.NoError(t, raw.Set(ctx, k.cleared, "secret mark", 0).Err())
+		_, err := s.GetState(ctx, id, "summary")
+		requireCorrupt(t, err, id, "Clear mark")
+		_, err = s.PutState(ctx, id, "summary", []byte("x"), 0)
+		requireCorrupt(t, err, id, "Clear mark")
+		st, err := s.GetState(ctx, id, "kept")
+		require.NoError(t, err)
+		assert.Equal(t, store.State{Value: []byte("fine"), Version: v}, st, "a stored value stays readable")
+		// Clear sets a new mark.
+		require.NoError(t, s.Clear(ctx, id))
+		st, err = s.GetState(ctx, id, "summary")
+		require.NoError(t, err)
+		assert.Nil(t, st.Value)
+		assert.Greater(t, st.Version, v)
+
+		require.NoError(t, raw.Del(ctx, k.cleared).Err())
+		require.NoError(t, raw.Set(ctx, k.forgotten, "secret forgotten", 0).Err())
+		_, err = s.GetState(ctx, id, "summary")
+		requireCorrupt(t, err, id, "forgotten version")
+		_, err = s.PutState(ctx, id, "summary", []byte("x"), 0)
+		requireCorrupt(t, err, id, "forgotten version")
+		// Forget draws a new forgotten version.
+		require.NoError(t, s.Forget(ctx, id))
+		st, err = s.GetState(ctx, id, "summary")
+		require.NoError(t, err)
+		assert.Nil(t, st.Value)
+		assert.Greater(t, st.Version, v)
+		create(t, s, id, "summary", []byte("x"))
+	})
+
 	t.Run("sequence counter", func(t *testing.T) {
 		id, k, rs := fresh(t)
+		absent, err := s.GetState(ctx, id, "new")
+		require.NoError(t, err)
 		require.NoError(t, raw.Set(ctx, k.seq, "not a number", 0).Err())
-		err := s.Append(ctx, id, human("q"), ai("a"))
+		err = s.Append(ctx, id, human("q"), ai("a"))
 		requireCorrupt(t, err, id, "sequence counter")
-		_, err = s.PutState(ctx, id, "new", []byte("x"), 0)
+		_, err = s.PutState(ctx, id, "new", []byte("x"), absent.Version)
 		requireCorrupt(t, err, id, "sequence counter")
+		requireCorrupt(t, s.Clear(ctx, id), id, "sequence counter")
 		got, err := s.All(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, contents(rs), contents(got), "nothing was stored")

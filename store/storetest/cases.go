@@ -39,6 +39,7 @@ var cases = []testCase{
 	{"RemovePrefixPinsSystemMessages", testRemovePrefixPinsSystem},
 	{"Clear", testClear},
 	{"Forget", testForget},
+	{"ClearVersusForgetAcrossNamespaces", testClearVersusForget},
 	{"SeqsNeverReused", testSeqsNeverReused},
 	{"StateAbsentIsZero", testStateAbsent},
 	{"StateCompareAndSet", testStateCAS},
@@ -65,6 +66,12 @@ var cases = []testCase{
 	{"TwoClientsLoseNothing", testTwoClients},
 	{"TwoClientsStateCompareAndSet", testTwoClientsState},
 	{"CancelledContext", testCancelledContext},
+	{"CancelWhileInFlight", testCancelInFlight},
+	{"Rewrite", testRewrite},
+	{"RewriteIsAtomic", testRewriteAtomic},
+	{"UsersIdentities", testUsersIdentities},
+	{"UsersExport", testUsersExport},
+	{"UsersForget", testUsersForget},
 	{"SurvivesReopen", testSurvivesReopen},
 	{"ClosedStoreReturnsErrors", testClosedStore},
 }
@@ -604,17 +611,23 @@ func testClearDefeatsCommits(t *testing.T, e *env) {
 	a, b := e.store(), e.store()
 	ops := []struct {
 		name string
-		run  func(s store.Store) error
+		run  func(s store.Store, id memstack.Identity) error
 	}{
-		{"Clear", func(s store.Store) error { return s.Clear(e.ctx, alice) }},
-		{"Forget", func(s store.Store) error { return s.Forget(e.ctx, alice) }},
+		{"Clear", func(s store.Store, id memstack.Identity) error { return s.Clear(e.ctx, id) }},
+		{"Forget", func(s store.Store, id memstack.Identity) error { return s.Forget(e.ctx, id) }},
 	}
+	n := 0
 	for _, op := range ops {
 		for _, existed := range []bool{false, true} {
 			for _, other := range []bool{false, true} {
 				name := fmt.Sprintf("%s/existed=%t/other client=%t", op.name, existed, other)
+				n++
+				// A fresh identity per case: one that no Clear has marked,
+				// so a Forget that does not move the store-wide absent
+				// version is caught.
+				alice := memstack.Identity{Tenant: "acme", User: "alice", Conversation: fmt.Sprintf("defeat%d", n)}
 				t.Run(name, func(t *testing.T) {
-					state := "s" + strconv.Itoa(len(name)) + strings.NewReplacer("/", "_", "=", "_", " ", "_").Replace(name)
+					state := "summary"
 					mustAppend(t, a, alice, human("card 4111 1111 1111 1111"), ai("noted"))
 					if existed {
 						mustCreate(t, a, alice, state, []byte("before"))
@@ -625,7 +638,7 @@ func testClearDefeatsCommits(t *testing.T, e *env) {
 					if other {
 						clearer = b
 					}
-					require.NoError(t, op.run(clearer))
+					require.NoError(t, op.run(clearer, alice))
 
 					after := mustGet(t, a, alice, state)
 					assertAbsent(t, after, "%s removes the value", op.name)
@@ -661,13 +674,20 @@ func testClearMarksOneIdentity(t *testing.T, e *env) {
 }
 
 // testClearRacingCommits runs writers that read and commit in a loop,
-// from two clients, while Clears run: no commit whose read finished before
+// from two clients, while Clears (then Forgets) run: no commit whose read finished before
 // a Clear began may succeed when it started after that Clear returned.
 // Each writer has a state name of its own and every other commit waits
 // for a Clear between its read and its write, so a store that lets a
 // commit through a Clear (its absent version does not move, or Clear
 // removes the state and moves it in two steps) fails it.
 func testClearRacingCommits(t *testing.T, e *env) {
+	for _, op := range []string{"Clear", "Forget"} {
+		t.Run(op, func(t *testing.T) { racingCommits(t, e, op) })
+	}
+}
+
+func racingCommits(t *testing.T, e *env, op string) {
+	alice := memstack.Identity{Tenant: "acme", User: "alice", Conversation: "race-" + op}
 	clients := []store.Store{e.store(), e.store()}
 	base := time.Now()
 	now := func() int64 { return time.Since(base).Nanoseconds() }
@@ -721,7 +741,11 @@ func testClearRacingCommits(t *testing.T, e *env) {
 	for round := range 40 {
 		time.Sleep(time.Millisecond)
 		sp := span{start: now()}
-		require.NoError(t, clients[round%2].Clear(e.ctx, alice))
+		if op == "Clear" {
+			require.NoError(t, clients[round%2].Clear(e.ctx, alice))
+		} else {
+			require.NoError(t, clients[round%2].Forget(e.ctx, alice))
+		}
 		sp.end = now()
 		clearsDone.Add(1)
 		clears = append(clears, sp)
