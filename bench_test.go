@@ -45,7 +45,6 @@ import (
 
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/memories"
-	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/memory"
 	"github.com/tmc/langchaingo/schema"
@@ -261,18 +260,13 @@ const tokenBufferReplayTurns = 100
 // cost that depends on b.N. So no size needs capping.
 func newConversationTokenBufferMem(b *testing.B, n int) schema.Memory {
 	// langchaingo counts with llms.CountTokens, which goes through
-	// tiktoken-go, whose default BPE loader downloads the encoding files.
-	// memstack's tokens.CL100K installs tiktoken-go-loader's offline loader
-	// process-wide the first time it is called, so call it before the first
-	// llms.CountTokens: whatever encoding tiktoken-go picks, nothing is
-	// downloaded. (With langchaingo v0.1.14 and tiktoken-go v0.1.8 no file
-	// is loaded at all: CountTokens("", text) finds no encoding for model ""
-	// and then fails on GetEncoding("gpt2"), which tiktoken-go does not know,
-	// so it falls back to len([]rune(text))/4 and logs a WARN line on every
-	// call. runTurns discards those log lines; see quietLog.)
-	if _, err := tokens.CL100K(); err != nil {
-		b.Fatal(err)
-	}
+	// tiktoken-go; its default BPE loader would download encoding files,
+	// but with langchaingo v0.1.14 and tiktoken-go v0.1.8 no file is loaded
+	// at all: CountTokens("", text) finds no encoding for model "" and then
+	// fails on GetEncoding("gpt2"), which tiktoken-go does not know, so it
+	// falls back to len([]rune(text))/4 and logs a WARN line on every call.
+	// runTurns discards those log lines; see quietLog. (memstack's own
+	// counter never touches tiktoken-go's loader.)
 	m := memory.NewConversationTokenBuffer(fakeLLM{}, tokenLimit)
 	from := max(n/2-tokenBufferReplayTurns, 0)
 	saveTurns(b, m, from, n/2)

@@ -3,6 +3,8 @@ package tokens_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +18,7 @@ import (
 func TestCL100K(t *testing.T) {
 	c, err := tokens.CL100K()
 	require.NoError(t, err)
-	enc, err := tiktoken.GetEncoding("cl100k_base") // uses the offline loader CL100K installed
+	enc, err := tokens.NewCL100KEncoder()
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		text string
@@ -74,7 +76,7 @@ func ExampleCL100K() {
 func TestCL100KPiecewiseIsExact(t *testing.T) {
 	c, err := tokens.CL100K()
 	require.NoError(t, err)
-	enc, err := tiktoken.GetEncoding("cl100k_base")
+	enc, err := tokens.NewCL100KEncoder()
 	require.NoError(t, err)
 	parts := []string{"Human: ", "AI: ", "hello", "world", " ", "  ", "\n", "\n\n", "\r\n", "\n ", " \n", ".", "!", "?\n",
 		"[8 May 2023]", "123", "4567", "'s", "'re", "é", "naïve", "数据", "—", "\t", "\n\t", "x", "Z", "(", ")", ",", "\"", "😀"}
@@ -135,7 +137,7 @@ func benchLong(b *testing.B, next func(*rand.Rand) string) {
 func TestCL100KLongRunIsNearlyExact(t *testing.T) {
 	c, err := tokens.CL100K()
 	require.NoError(t, err)
-	enc, err := tiktoken.GetEncoding("cl100k_base")
+	enc, err := tokens.NewCL100KEncoder()
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var b strings.Builder
@@ -149,4 +151,40 @@ func TestCL100KLongRunIsNearlyExact(t *testing.T) {
 
 	words := strings.Repeat("a long line of ordinary words without any line break ", 100) // 5.4 KiB, one line
 	assert.Equal(t, len(enc.EncodeOrdinary(words)), c.CountTokens(words), "a long line with spaces is exact")
+}
+
+// countingLoader is an application's own tiktoken BPE loader.
+type countingLoader struct{ calls int }
+
+func (l *countingLoader) LoadTiktokenBpe(file string) (map[string]int, error) {
+	l.calls++
+	return nil, fmt.Errorf("the application's loader was asked for %s", file)
+}
+
+// memstack builds its encoder without tiktoken-go's global loader: an
+// application's own SetBpeLoader is still in force after CL100K, and
+// CL100K works whatever loader the application set.
+//
+// It runs in a child process, so that CL100K is first called after the
+// application set its loader (a Once in the parent may have run already).
+func TestCL100KLeavesTheApplicationsLoaderAlone(t *testing.T) {
+	if os.Getenv("TOKENS_LOADER_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestCL100KLeavesTheApplicationsLoaderAlone$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "TOKENS_LOADER_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "--- PASS: TestCL100KLeavesTheApplicationsLoaderAlone", "%s", out)
+		return
+	}
+	mine := &countingLoader{}
+	tiktoken.SetBpeLoader(mine)
+	defer tiktoken.SetBpeLoader(tiktoken.NewDefaultBpeLoader())
+	c, err := tokens.CL100K()
+	require.NoError(t, err)
+	assert.Equal(t, 2, c.CountTokens("hello world"))
+	assert.Zero(t, mine.calls, "CL100K did not go through the global loader")
+	_, err = tiktoken.GetEncoding("p50k_base")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the application's loader was asked for")
+	assert.Equal(t, 1, mine.calls, "the application's loader is still the one tiktoken-go uses")
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/summarizer"
-	"github.com/memstack/memstack/tokens"
 )
 
 // tokenLimit is the budget of both token-window memories.
@@ -246,12 +245,9 @@ const tokenBufferReplayTurns = 100
 // SaveContext (see the package documentation for why that gives exactly
 // the state of n/2 saves).
 func buildTokenBuffer(ctx context.Context, _ *corpus, n int) (schema.Memory, error) {
-	// langchaingo counts with llms.CountTokens, through tiktoken-go, whose
-	// default loader downloads encoding files; tokens.CL100K installs an
-	// offline loader process-wide first, so nothing is downloaded.
-	if _, err := tokens.CL100K(); err != nil {
-		return nil, err
-	}
+	// langchaingo counts with llms.CountTokens, through tiktoken-go; for
+	// model "" it loads no encoding file (it falls back to characters/4),
+	// so nothing is downloaded.
 	m := memory.NewConversationTokenBuffer(noModel{}, tokenLimit)
 	from := max(n/2-tokenBufferReplayTurns, 0)
 	for i := from; i < n/2; i++ {
