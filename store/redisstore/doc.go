@@ -5,11 +5,12 @@
 //
 // # Starting a server
 //
-// Any Redis 5 or newer (standalone, Sentinel or Cluster) works. For a
-// local one:
+// Any Redis 5 or newer (standalone, Sentinel or Cluster) works, with
+// maxmemory-policy noeviction (Redis's default; see "Production
+// settings"). For a local one:
 //
 //	apt-get install redis-server                      # Debian, Ubuntu
-//	redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no
+//	redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no  # keeps nothing on disk
 //
 // then
 //
@@ -29,6 +30,8 @@
 //	<prefix>:{<identity key>}:<namespace>:cleared  string, the Clear mark (a version)
 //	<prefix>:{<identity key>}:seq                  string, the last Seq handed out
 //	<prefix>:{<identity key>}:nss                  set, the namespaces holding data or a mark
+//	<prefix>:{<identity key>}:ops                  hash, recent write tokens → their replies
+//	<prefix>:{<identity key>}:opq                  list, "<ms> <token>", oldest first
 //	<prefix>:{<slot tag>}:forgotten                string, the forgotten version of one slot
 //
 // The last key is not any identity's: there is one per Redis Cluster hash
@@ -38,6 +41,10 @@
 // scripts of an identity read it on the identity's own node; a tag has no
 // ':' and names no identity. See "Absent versions" for what the cleared and
 // forgotten keys hold.
+//
+// The ops and opq keys make writes exactly once under client retries (see
+// "Exactly once"); they expire two minutes after the identity's last
+// write, whatever its TTL.
 //
 // The prefix (WithKeyPrefix, default "memstack") names the store; the
 // namespace (WithNamespace, default "default") names one layer within it,
@@ -61,20 +68,70 @@
 //
 // Every write is one Lua script, so it is atomic and other clients see all of
 // it or none of it: Append assigns the Seqs of a whole turn and pushes its
-// messages; RemovePrefix drops the non-system messages with Seq <= through
-// and puts the system ones back in order; PutState compares and sets a
-// version; Clear deletes the namespace's keys and sets its mark; Forget sets
-// the slot's forgotten version and deletes every key of the identity.
+// messages; PutState compares and sets a version; Clear deletes the
+// namespace's keys and sets its mark; Rewrite (store.Rewriter, what
+// AsHistory's SetMessages uses) removes a prefix of the list, system
+// messages included, optionally resets the state as Clear does, and
+// appends a turn; Forget deletes every key of the identity and sets the
+// slot's forgotten version. RemovePrefix is the exception: it drops the
+// non-system messages with Seq <= through and puts the system ones back in
+// order in chunks of at most 1,000 messages, one script each, so removing
+// 100,000 messages holds the server for about a millisecond at a time
+// rather than for the whole removal (hundreds of milliseconds, during which
+// every other client waits); a reader may see the oldest messages gone
+// before the rest, and an error part-way leaves the rest for the next call.
 // Last(n) is one LRANGE of the list's tail (O(n)), All one LRANGE, Stat a
 // script reading the list's length and the Seqs of its ends (O(1), without
 // sending message bodies back), GetState a script reading the value or,
 // for an absent one, the absent version. Every call is one round trip
-// (Forget two).
+// (Forget two, RemovePrefix one per chunk).
 //
 // A window memory reads the same newest messages on every turn, so a Store
 // keeps the messages it decoded in a small LRU cache keyed by the exact
 // stored value (WithDecodeCache): a hit is always what decoding would give,
 // and nothing needs invalidating when Redis changes.
+//
+// # Exactly once
+//
+// go-redis sends a command again when its connection breaks before the
+// reply arrives (MaxRetries, 3 by default), but the server may have run
+// the command already: a reply lost to a network fault or a proxy
+// restart would make a plain script run twice. Every write call therefore draws a random token (96 bits) and
+// sends it with each attempt of its script; the script's first run records
+// the token and its reply in the identity's ops hash, in the same atomic
+// step as the write, and a later run with the same token changes nothing
+// and returns that reply. So a turn is never stored twice, a PutState
+// whose reply was lost returns the version it wrote (not ErrConflict
+// against itself, which would make its caller apply the update twice), and
+// a retried RemovePrefix chunk or Rewrite reports the count it removed.
+// Clear is guarded the same way (a second run would delete what was written
+// in between). Forget takes no token: a second run is one more Forget,
+// which leaves what one leaves.
+//
+// Tokens are kept for two minutes (the opq list drops the oldest as new
+// ones come, and both keys expire two minutes after the last write), about
+// 100 bytes per write; every write call is bounded to one minute (a
+// shorter ctx deadline wins), so no retry can reach the server after its
+// token is gone. Reads are retried freely. The token and the write are one
+// script, so they are replicated, persisted and lost together: after a
+// failover a retry either finds the token or finds the write not done.
+//
+// # Forgetting a user
+//
+// Store implements store.Users: Identities lists every conversation of a
+// user or a tenant that holds messages, state or a Clear mark in any
+// namespace of the key prefix; Export returns all of it (one script per
+// namespace, so each is read in one step); ForgetScope runs Forget on each
+// of them. They find the identities with SCAN, MATCH on the key layout
+// (<prefix>:{<tenant>:<user>:*, the prefix escaped for the glob; identity
+// keys never contain glob characters), in batches of 1,000 keys per call,
+// on every master of a cluster: not through an index, which eviction could
+// remove. Their cost is O(keys in the database). ForgetScope deletes every
+// key SCAN found of each identity, bookkeeping keys included, so afterwards
+// no key under the prefix names the user, and it moves the forgotten
+// version of each identity's slot in the same step, so a commit that read
+// before it conflicts. Writes racing with it may create conversations it
+// does not find: call it when the user's traffic has stopped, or again.
 //
 // # Absent versions
 //
@@ -142,7 +199,8 @@
 // describe. A namespace without a TTL keeps its keys and the shared keys
 // forever (it removes their expiry when it writes). An expired mark is
 // harmless: the absent version moves to the slot's forgotten version, so a
-// commit that read the mark conflicts and reads again.
+// commit that read the mark conflicts and reads again. The token keys (ops,
+// opq) keep their own two-minute expiry.
 //
 // # Failures
 //
@@ -154,10 +212,74 @@
 // the ctx deadline only when the client has ContextTimeoutEnabled set, which
 // Open does; for a client of your own, set it too, or its ReadTimeout and
 // WriteTimeout bound each call instead. go-redis retries a command whose
-// connection broke (MaxRetries); if the connection broke after Redis ran an
-// Append but before the reply arrived, such a retry stores the turn twice.
-// A stored value that is not what this package writes is an error wrapping
+// connection broke (MaxRetries); the write tokens make such retries
+// harmless (see "Exactly once"). A stored value that is not what this package writes is an error wrapping
 // store.ErrCorrupt that names the identity and the Seq (or the list
 // position, when the Seq itself is unreadable); it never panics, and the
 // other data stays readable.
+//
+// # Production settings
+//
+// Persistence decides what a crash loses, and what it brings back:
+//
+//   - AOF with appendfsync everysec (appendonly yes): a crash of the
+//     redis-server process normally loses nothing acknowledged; a crash of
+//     the machine (power, kernel) loses the last second or two of writes.
+//     This is the setting to use. appendfsync always loses nothing acknowledged
+//     even then, at the cost of an fsync per write; appendfsync no leaves
+//     the flush to the kernel (about 30 s on Linux).
+//   - RDB snapshots only (save points, no AOF): a crash loses every write
+//     since the last snapshot — minutes of turns and state — and, worse for
+//     a "forget me" request, undoes every Forget and ForgetScope since then:
+//     the forgotten user's data is back after the restart. Use RDB for
+//     backups, beside AOF.
+//   - No persistence (save "", appendonly no): a restart empties the store.
+//     Seqs stay unique (they follow the server's clock), but every
+//     conversation is gone: only for a store used as a cache.
+//
+// Restoring a backup, or failing over to a replica that had not received
+// the last writes (replication is asynchronous), brings back what was
+// forgotten after that point too: keep a log of forget requests and run
+// them again after a restore or a failover (ForgetScope is idempotent).
+// min-replicas-to-write with min-replicas-max-lag bounds that window (the
+// master refuses writes while too few replicas are within the lag). Seqs
+// and versions need the servers' clocks not to step back by more than a
+// few seconds across a failover or a Forget (see "Sequence numbers").
+//
+// Eviction: set maxmemory-policy noeviction, Redis's default, and size
+// maxmemory with room to spare. New reads the policy (CONFIG GET, on every
+// master of a cluster) and refuses a server that may evict keys — any
+// allkeys-* or volatile-* policy — or whose policy it cannot read (CONFIG
+// refused, as on some managed services), with an error wrapping
+// ErrEvictionPolicy, unless WithEvictionAllowed is given. Eviction removes
+// whole keys without telling anyone: a conversation vanishes, an evicted
+// nss set would make Forget miss namespaces, an evicted Clear mark or
+// forgotten version would let a commit that read before a Clear or Forget
+// land after it, an evicted token would let a retry write twice. With
+// WithEvictionAllowed the store accepts that, and Forget also finds the
+// identity's keys with SCAN on its node (O(keys on that node) per Forget,
+// in bounded batches) instead of trusting the nss set; ForgetScope and
+// Identities always scan. At maxmemory under noeviction, writes that add
+// data fail with Redis's OOM error (wrapped, naming the call); Clear and
+// Forget still run, since they delete before they write, so memory can be
+// freed and users forgotten on a full server.
+//
+// Cluster: every key of one identity carries the identity's hash tag, and
+// the forgotten key of its slot a tag chosen to hash to the same slot, so
+// every script touches one slot and runs on one node (no CROSSSLOT);
+// identities spread over the cluster by their keys. SCAN for the store.Users
+// calls runs on every master (for Forget with WithEvictionAllowed, on the
+// master of the identity's slot). Resharding is transparent: go-redis
+// follows MOVED and ASK, and a script re-sent after a redirection runs once
+// (the redirected attempt did not run). Give a cluster client
+// ContextTimeoutEnabled, as Open does for its own client.
+//
+// Access: an ACL user needs the prefix's keys and these commands (the
+// scripts' own commands are checked too, TIME among them; CONFIG GET only
+// without WithEvictionAllowed):
+//
+//	ACL SETUSER memstack on >… ~<prefix>:* resetchannels -@all +@read +@write +@scripting +@connection +time +config|get
+//
+// Scripts read the server's clock with TIME, so Redis must replicate
+// scripts by their effects, the default since Redis 5.
 package redisstore

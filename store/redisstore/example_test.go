@@ -92,3 +92,47 @@ func ExampleStore_Forget() {
 	// true 0 false
 	// true
 }
+
+// A "forget me" request: every conversation of one user, in every
+// namespace of the prefix, listed, exported and then forgotten; other
+// users keep theirs.
+func ExampleStore_ForgetScope() {
+	ctx := context.Background()
+	addr := redisAddr()
+	recent, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("example-forget-scope"), redisstore.WithNamespace("recent"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer recent.Close()
+	facts, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("example-forget-scope"), redisstore.WithNamespace("facts"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer facts.Close()
+	for _, id := range []memstack.Identity{
+		{Tenant: "acme", User: "u42", Conversation: "c1"},
+		{Tenant: "acme", User: "u42", Conversation: "c2"},
+		{Tenant: "acme", User: "u7", Conversation: "c1"},
+	} {
+		_ = recent.Append(ctx, id, llms.HumanChatMessage{Content: "hello from " + id.User})
+		_ = facts.Append(ctx, id, llms.HumanChatMessage{Content: id.User + " likes tea"})
+	}
+
+	user := store.UserScope("acme", "u42")
+	ids, _ := recent.Identities(ctx, user)
+	fmt.Println(ids)
+	export, _ := recent.Export(ctx, user)
+	fmt.Println(len(export.Identities), len(export.Identities[0].Namespaces)) // export.WriteJSON(w) for the user
+	n, _ := recent.ForgetScope(ctx, user)
+	fmt.Println("forgot", n)
+	ids, _ = facts.Identities(ctx, store.TenantScope("acme"))
+	fmt.Println(ids)
+	_, _ = recent.ForgetScope(ctx, store.TenantScope("acme")) // clean up the example
+	// Output:
+	// [acme:u42:c1 acme:u42:c2]
+	// 2 2
+	// forgot 2
+	// [acme:u7:c1]
+}

@@ -28,6 +28,8 @@ type config struct {
 	errs   []error
 
 	cacheSize int
+
+	evictionAllowed bool
 }
 
 func (c *config) bad(format string, args ...any) {
@@ -104,6 +106,24 @@ func WithDecodeCache(entries int) Option {
 		}
 		c.cacheSize = entries
 	}
+}
+
+// WithEvictionAllowed accepts a server whose maxmemory-policy may evict
+// keys (any allkeys-* or volatile-* policy), or whose policy New cannot
+// read (a managed service that refuses CONFIG GET). Without it New refuses
+// such a server with an error wrapping ErrEvictionPolicy.
+//
+// What eviction costs, and what the store does about it: an evicted
+// conversation is gone whole, as if its TTL had run out; Forget no longer
+// trusts the identity's namespace set (an evictable key) and also finds
+// the identity's keys with SCAN on its node, which costs O(keys on that
+// node) per Forget, in bounded batches; an evicted Clear mark or forgotten
+// version lets a commit that read before that Clear or Forget land after
+// it, and an evicted write token lets a client retry store a write twice.
+// Prefer maxmemory-policy noeviction (see the package documentation,
+// "Production settings").
+func WithEvictionAllowed() Option {
+	return func(c *config) { c.evictionAllowed = true }
 }
 
 func plain(c byte) bool {

@@ -2,11 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,18 +34,34 @@ type Store struct {
 	prefix string
 	ttlArg string // TTL in milliseconds, "0" for none
 	cache  *decodeCache
-	closed atomic.Bool
+	// evicting is set when the server may evict keys (WithEvictionAllowed):
+	// Forget then finds the identity's keys with SCAN as well as through
+	// the nss set, which eviction may have removed.
+	evicting bool
+	closed   atomic.Bool
 }
 
 var (
-	_ store.Store = (*Store)(nil)
-	_ io.Closer   = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Rewriter = (*Store)(nil)
+	_ store.Users    = (*Store)(nil)
+	_ io.Closer      = (*Store)(nil)
 )
 
-// New returns a Store that uses client, after checking the options and
-// pinging the server. The ping is bounded by ctx: an unreachable server
-// makes New fail by ctx's deadline at the latest, with an error naming the
-// address. Close does not close client: the caller owns it.
+// Namespace returns the store's namespace (WithNamespace): the layer whose
+// messages and state Clear, Append and the other calls of one identity
+// touch. Forget and the store.Users calls reach every namespace of the key
+// prefix.
+func (s *Store) Namespace() string { return s.ns }
+
+// New returns a Store that uses client, after checking the options,
+// pinging the server and reading its maxmemory-policy. The ping is bounded
+// by ctx: an unreachable server makes New fail by ctx's deadline at the
+// latest, with an error naming the address. A server whose policy may
+// evict keys, or whose policy cannot be read, is refused with an error
+// wrapping ErrEvictionPolicy unless WithEvictionAllowed is given (see the
+// package documentation, "Production settings"). Close does not close
+// client: the caller owns it.
 //
 // For ctx deadlines to bound every call's network I/O, give the client
 // ContextTimeoutEnabled (see the package documentation).
@@ -115,9 +132,17 @@ func newStore(ctx context.Context, client redis.UniversalClient, own bool, opts 
 		prefix: cfg.prefix,
 		ttlArg: strconv.FormatInt(cfg.ttl.Milliseconds(), 10),
 		cache:  newDecodeCache(cfg.cacheSize),
+		// Without the option the policy check below refuses any server
+		// that may evict; with it, assume it does.
+		evicting: cfg.evictionAllowed,
 	}
 	if err := s.ping(ctx); err != nil {
 		return nil, err
+	}
+	if !cfg.evictionAllowed {
+		if err := s.checkEvictionPolicy(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -189,6 +214,7 @@ type keys struct {
 	base                 string // <prefix>:{<identity key>}:
 	msgs, state, cleared string
 	seq, nss             string
+	ops, opq             string // the identity's recent write tokens
 	forgotten            string // the forgotten key of the identity's hash slot
 }
 
@@ -202,13 +228,55 @@ func (s *Store) keysOf(id memstack.Identity) keys {
 		cleared:   base + s.ns + ":cleared",
 		seq:       base + "seq",
 		nss:       base + "nss",
+		ops:       base + "ops",
+		opq:       base + "opq",
 		forgotten: s.prefix + ":{" + slotTag(hashSlot(key)) + "}:forgotten",
 	}
 }
 
 // all returns the keys every prelude script takes, in its KEYS order.
 func (k keys) all() []string {
-	return []string{k.msgs, k.state, k.seq, k.nss, k.cleared, k.forgotten}
+	return []string{k.msgs, k.state, k.seq, k.nss, k.cleared, k.forgotten, k.ops, k.opq}
+}
+
+// inNamespace returns the msgs, state and cleared keys of namespace ns.
+func (k keys) inNamespace(ns string) (msgs, state, cleared string) {
+	return k.base + ns + ":msgs", k.base + ns + ":state", k.base + ns + ":cleared"
+}
+
+// tokenWindow is how long a write's token is kept after the write: a
+// retry of the write's script that reaches the server within it changes
+// nothing. Every write call is bounded by maxWriteCall, well within the
+// window, so that no retry can start later.
+const (
+	tokenWindow  = 2 * time.Minute
+	maxWriteCall = time.Minute
+)
+
+// newToken returns a fresh write token: 96 random bits, 16 characters of
+// URL-safe base64.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// runWrite runs the script of one write with a fresh token as its first
+// ARGV, under a context bounded by maxWriteCall: go-redis may send the
+// script again (a lost reply, a dropped connection), and the token makes
+// every run after the first a no-op that returns the first run's reply.
+func (s *Store) runWrite(ctx context.Context, script *redis.Script, ks []string, args ...any) ([]any, error) {
+	wctx := ctx
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > maxWriteCall {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, maxWriteCall)
+		defer cancel()
+	}
+	res, err := script.Run(wctx, s.client, ks, append([]any{newToken()}, args...)...).Slice()
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		err = fmt.Errorf("%w: a write is given at most %v (%w)", wctx.Err(), maxWriteCall, err)
+	}
+	return res, err
 }
 
 // begin checks what every method checks first: the store, ctx and whether
@@ -233,26 +301,39 @@ func (s *Store) begin(ctx context.Context, op string, id memstack.Identity) erro
 // the namespace; when ctx is done the error also wraps ctx.Err(), so
 // errors.Is(err, context.DeadlineExceeded) holds whatever go-redis returned.
 func (s *Store) fail(ctx context.Context, op string, id memstack.Identity, err error) error {
+	return s.failIn(ctx, op, id, s.ns, err)
+}
+
+// failIn is fail for namespace ns (Export reads namespaces other than the
+// store's).
+func (s *Store) failIn(ctx context.Context, op string, id memstack.Identity, ns string, err error) error {
 	if s.closed.Load() && !errors.Is(err, ErrClosed) {
 		err = fmt.Errorf("%w (%w)", ErrClosed, err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (%w)", cerr, err)
 	}
-	return fmt.Errorf("redisstore: %s of %q in namespace %q on %s: %w", op, id.Key(), s.ns, s.addr, err)
+	return fmt.Errorf("redisstore: %s of %q in namespace %q on %s: %w", op, id.Key(), ns, s.addr, err)
 }
 
 // corrupt returns an error wrapping store.ErrCorrupt about something stored
 // for id that this package could not have written. what names the value
 // (a Seq, a list position, a state name), never its content.
 func (s *Store) corrupt(op string, id memstack.Identity, what string) error {
-	return fmt.Errorf("redisstore: %s: %w: %s of identity %q in namespace %q", op, store.ErrCorrupt, what, id.Key(), s.ns)
+	return s.corruptIn(op, id, s.ns, what)
+}
+
+// corruptIn is corrupt for namespace ns.
+func (s *Store) corruptIn(op string, id memstack.Identity, ns, what string) error {
+	return fmt.Errorf("redisstore: %s: %w: %s of identity %q in namespace %q", op, store.ErrCorrupt, what, id.Key(), ns)
 }
 
 // Append implements store.Store: the messages get consecutive Seqs and are
 // pushed by one script, so the turn is stored whole or not at all. Every
 // message is dated store.AppendTime(ctx), taken once, by this process (not
-// by the Redis server's clock, which only draws Seqs).
+// by the Redis server's clock, which only draws Seqs). A retry of the
+// script after a lost reply stores nothing more (its write token; see the
+// package documentation, "Exactly once").
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	const op = "Append"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -267,10 +348,30 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	}
 	args := make([]any, 0, 2+len(msgs))
 	args = append(args, s.ns, s.ttlArg)
+	elems, err := encodeElements(op, id, at, msgs)
+	if err != nil {
+		return err
+	}
+	args = append(args, elems...)
+	res, err := s.runWrite(ctx, appendScript, s.keysOf(id).all(), args...)
+	if err != nil {
+		return s.fail(ctx, op, id, err)
+	}
+	if st := status(res); st != "ok" {
+		return s.corruptStatus(op, id, st)
+	}
+	return nil
+}
+
+// encodeElements encodes msgs as list elements without their Seqs:
+// "<flag>|<message>", the flag 's' for a system message, else 'm'. A nil
+// message is an error wrapping store.ErrInvalidArgument naming its place.
+func encodeElements(op string, id memstack.Identity, at time.Time, msgs []llms.ChatMessage) ([]any, error) {
+	out := make([]any, 0, len(msgs))
 	for i, m := range msgs {
 		data, err := store.EncodeMessageAt(m, at) // a nil message is an ErrInvalidArgument
 		if err != nil {
-			return fmt.Errorf("redisstore: %s of %q: message %d of %d: %w", op, id.Key(), i+1, len(msgs), err)
+			return nil, fmt.Errorf("redisstore: %s of %q: message %d of %d: %w", op, id.Key(), i+1, len(msgs), err)
 		}
 		flag := byte('m')
 		if m.GetType() == llms.ChatMessageTypeSystem {
@@ -279,17 +380,9 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 		elem := make([]byte, 2+len(data))
 		elem[0], elem[1] = flag, '|'
 		copy(elem[2:], data)
-		args = append(args, elem)
+		out = append(out, elem)
 	}
-	k := s.keysOf(id)
-	res, err := appendScript.Run(ctx, s.client, k.all(), args...).Slice()
-	if err != nil {
-		return s.fail(ctx, op, id, err)
-	}
-	if st := status(res); st != "ok" {
-		return s.corruptStatus(op, id, st)
-	}
-	return nil
+	return out, nil
 }
 
 // corruptStatus is the error for a script's "corrupt-…" status: a shared
@@ -345,9 +438,14 @@ func (s *Store) All(ctx context.Context, id memstack.Identity) ([]store.Record, 
 // decode turns list elements into records; first is the list index of
 // vals[0] (negative: counted from the tail), for error messages.
 func (s *Store) decode(op string, id memstack.Identity, vals []string, first int) ([]store.Record, error) {
+	return s.decodeIn(op, id, s.ns, vals, first)
+}
+
+// decodeIn is decode for the elements of namespace ns.
+func (s *Store) decodeIn(op string, id memstack.Identity, ns string, vals []string, first int) ([]store.Record, error) {
 	out := make([]store.Record, len(vals))
 	for i, v := range vals {
-		r, err := s.parseElement(op, id, v, first+i)
+		r, err := s.parseElementIn(op, id, ns, v, first+i)
 		if err != nil {
 			return nil, err
 		}
@@ -359,29 +457,34 @@ func (s *Store) decode(op string, id memstack.Identity, vals []string, first int
 // parseElement decodes one "<seq>|<flag>|<message>" list element at list
 // index pos.
 func (s *Store) parseElement(op string, id memstack.Identity, v string, pos int) (store.Record, error) {
+	return s.parseElementIn(op, id, s.ns, v, pos)
+}
+
+// parseElementIn is parseElement for an element of namespace ns.
+func (s *Store) parseElementIn(op string, id memstack.Identity, ns, v string, pos int) (store.Record, error) {
 	if r, ok := s.cache.get(v); ok {
 		return r, nil
 	}
 	bar := strings.IndexByte(v, '|')
 	if bar <= 0 || bar > 19 {
-		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no Seq", pos))
+		return store.Record{}, s.corruptIn(op, id, ns, fmt.Sprintf("message at list index %d has no Seq", pos))
 	}
 	seq, err := strconv.ParseInt(v[:bar], 10, 64)
 	// Only the canonical decimal form this package writes is accepted
 	// ("5", not "+5" or "005").
 	if err != nil || seq < 1 || strconv.FormatInt(seq, 10) != v[:bar] {
-		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq", pos))
+		return store.Record{}, s.corruptIn(op, id, ns, fmt.Sprintf("message at list index %d has no valid Seq", pos))
 	}
 	rest := v[bar+1:]
 	if len(rest) < 2 || rest[1] != '|' || (rest[0] != 's' && rest[0] != 'm') {
-		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message Seq %d has no role flag", seq))
+		return store.Record{}, s.corruptIn(op, id, ns, fmt.Sprintf("message Seq %d has no role flag", seq))
 	}
 	r, err := store.DecodeRecord(id, seq, []byte(rest[2:]))
 	if err != nil {
-		return store.Record{}, fmt.Errorf("redisstore: %s in namespace %q: %w", op, s.ns, err)
+		return store.Record{}, fmt.Errorf("redisstore: %s in namespace %q: %w", op, ns, err)
 	}
 	if (r.Message.GetType() == llms.ChatMessageTypeSystem) != (rest[0] == 's') {
-		return store.Record{}, s.corrupt(op, id, fmt.Sprintf("message Seq %d: role flag %q does not match its %s message", seq, rest[0], r.Message.GetType()))
+		return store.Record{}, s.corruptIn(op, id, ns, fmt.Sprintf("message Seq %d: role flag %q does not match its %s message", seq, rest[0], r.Message.GetType()))
 	}
 	s.cache.put(v, r)
 	return r, nil
@@ -417,35 +520,69 @@ func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, err
 	return store.Stat{Count: int(count), FirstSeq: seqs[0], LastSeq: seqs[1]}, nil
 }
 
-// RemovePrefix implements store.Store with one script: the non-system
-// messages with Seq <= through go, the system ones stay in order. Its cost
-// is O(number of messages with Seq <= through).
+// removeChunk is the most non-system messages one script of RemovePrefix
+// removes: each script holds the server for about a millisecond, so a
+// large removal never stalls other clients for long.
+const removeChunk = 1000
+
+// RemovePrefix implements store.Store: the non-system messages with Seq <=
+// through go, the system ones stay in order. It removes them in chunks of
+// at most removeChunk messages, one script each, so removing 100,000
+// messages does not block the server for the whole removal (readers may
+// see the oldest of them gone before the rest). A chunk's cost is
+// O(removeChunk + the system messages at the head of the list); through is
+// capped at the newest Seq when the first chunk runs, so messages appended
+// meanwhile are never removed. Every chunk carries its own write token,
+// so a retried chunk neither removes more nor counts twice. An error
+// part-way returns how many were removed so far with the error; calling
+// RemovePrefix again finishes the job.
 func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
 	const op = "RemovePrefix"
 	if err := s.begin(ctx, op, id); err != nil {
 		return 0, err
 	}
-	res, err := removePrefixScript.Run(ctx, s.client, []string{s.keysOf(id).msgs}, strconv.FormatInt(through, 10)).Slice()
-	if err != nil {
-		return 0, s.fail(ctx, op, id, err)
+	k := s.keysOf(id)
+	ks := []string{k.msgs, k.ops, k.opq}
+	limit := strconv.Itoa(removeChunk)
+	total := 0
+	for {
+		res, err := s.runWrite(ctx, removeChunkScript, ks, strconv.FormatInt(through, 10), limit)
+		if err != nil {
+			return total, s.fail(ctx, op, id, err)
+		}
+		str, _ := res[len(res)-1].(string)
+		if status(res) != "ok" {
+			n, _ := res[len(res)-1].(int64)
+			return total, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq or role flag", n))
+		}
+		var removed, more int
+		var capped int64
+		if _, err := fmt.Sscanf(str, "%d %d %d", &removed, &more, &capped); err != nil {
+			return total, s.fail(ctx, op, id, fmt.Errorf("unexpected script reply %q", str))
+		}
+		total += removed
+		if more == 0 {
+			return total, nil
+		}
+		through = capped
+		if err := ctx.Err(); err != nil {
+			return total, s.fail(ctx, op, id, err)
+		}
 	}
-	n, _ := res[len(res)-1].(int64)
-	if status(res) != "ok" {
-		return 0, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq or role flag", n))
-	}
-	return int(n), nil
 }
 
 // Clear implements store.Store with one script: it deletes the identity's
 // messages and state in this namespace and sets the namespace's Clear mark
 // to a fresh number from the identity's counter, which becomes the absent
 // version of every state name there. Seqs go on from the shared counter.
+// A retry of the script after a lost reply changes nothing (its write
+// token), so it never deletes what others wrote since.
 func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	const op = "Clear"
 	if err := s.begin(ctx, op, id); err != nil {
 		return err
 	}
-	res, err := clearScript.Run(ctx, s.client, s.keysOf(id).all(), s.ns, s.ttlArg).Slice()
+	res, err := s.runWrite(ctx, clearScript, s.keysOf(id).all(), s.ns, s.ttlArg)
 	if err != nil {
 		return s.fail(ctx, op, id, err)
 	}
@@ -459,36 +596,71 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 // appearing between reading the namespace set and deleting).
 const maxForgetAttempts = 50
 
-// Forget implements store.Store: in one script it first moves the
-// forgotten version of the identity's hash slot to a fresh number, then
-// deletes every key of the identity under this store's prefix — messages,
-// state and Clear mark of every namespace, the Seq counter and the
-// namespace set — and nothing else. A PutState that read the identity's
-// state before Forget then conflicts (forgetScript explains why the order
-// matters). If the Seq counter is ahead of the server's clock (a burst of
-// appends just now), Forget first waits until the clock passes it, so no
-// Seq is ever handed out twice.
+// Forget implements store.Store: in one script it moves the forgotten
+// version of the identity's hash slot to a fresh number and deletes every
+// key of the identity under this store's prefix — messages,
+// state and Clear mark of every namespace, the Seq counter, the namespace
+// set and the write tokens — and nothing else. A PutState that read the
+// identity's state before Forget then conflicts (forgetScript explains why
+// both must be one step). If the Seq counter is ahead of the server's clock (a
+// burst of appends just now), Forget first waits until the clock passes
+// it, so no Seq is ever handed out twice.
+//
+// The namespaces come from the identity's nss set; on a server that may
+// evict keys (WithEvictionAllowed), which may have evicted that set,
+// Forget also finds the identity's keys with SCAN (see the package
+// documentation, "Production settings").
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	const op = "Forget"
 	if err := s.begin(ctx, op, id); err != nil {
 		return err
 	}
+	var f *held
+	if s.evicting {
+		found, err := s.scan(ctx, s.identityPattern(id), s.keysOf(id).seq)
+		if err != nil {
+			return s.fail(ctx, op, id, fmt.Errorf("finding the identity's keys: %w", err))
+		}
+		f = found[id.Key()]
+	}
+	return s.forget(ctx, op, id, f)
+}
+
+// forget runs the Forget script of id over the namespaces of its nss set,
+// this store's and those of f (what a SCAN found of id, nil if none), and
+// f's other keys.
+func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *held) error {
 	k := s.keysOf(id)
 	for attempt := 1; ; attempt++ {
-		nss, err := s.client.SMembers(ctx, k.nss).Result()
+		members, err := s.client.SMembers(ctx, k.nss).Result()
 		if err != nil {
 			return s.fail(ctx, op, id, err)
 		}
-		if !slices.Contains(nss, s.ns) {
-			nss = append(nss, s.ns)
+		nss := map[string]bool{s.ns: true}
+		for _, ns := range members {
+			nss[ns] = true
 		}
-		ks := make([]string, 0, 3+3*len(nss))
-		ks = append(ks, k.seq, k.nss, k.forgotten)
-		args := make([]any, len(nss))
-		for i, ns := range nss {
-			ks = append(ks, k.base+ns+":msgs", k.base+ns+":state", k.base+ns+":cleared")
+		var other []string
+		if f != nil {
+			for ns := range f.namespaces {
+				nss[ns] = true
+			}
+			other = f.other
+		}
+		names := make([]string, 0, len(nss))
+		for ns := range nss {
+			names = append(names, ns)
+		}
+		sort.Strings(names)
+		ks := make([]string, 0, 5+3*len(names)+len(other))
+		ks = append(ks, k.seq, k.nss, k.forgotten, k.ops, k.opq)
+		args := make([]any, len(names))
+		for i, ns := range names {
+			m, st, c := k.inNamespace(ns)
+			ks = append(ks, m, st, c)
 			args[i] = ns
 		}
+		ks = append(ks, other...)
 		res, err := forgetScript.Run(ctx, s.client, ks, args...).Slice()
 		if err != nil {
 			return s.fail(ctx, op, id, err)
@@ -543,17 +715,9 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	default:
 		return store.State{}, s.corruptStatus(op, id, status(res))
 	}
-	bar := strings.IndexByte(str, '|')
-	var version int64
-	if bar > 0 && bar <= 19 {
-		version, err = strconv.ParseInt(str[:bar], 10, 64)
-	}
-	if bar <= 0 || bar > 19 || err != nil || version < 1 {
+	version, value, ok := parseStateValue(str)
+	if !ok {
 		return store.State{}, s.corrupt(op, id, fmt.Sprintf("state %q has no valid version", name))
-	}
-	value := []byte(str[bar+1:])
-	if value == nil {
-		value = []byte{} // a present value is never nil, empty or not
 	}
 	return store.State{Value: value, Version: version}, nil
 }
@@ -561,7 +725,9 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 // PutState implements store.Store: a compare-and-set in one script, whose
 // current version for an absent value is the absent version, read in the
 // same script. New versions come from the identity's Seq counter, so they
-// are never reused. A nil value deletes and returns the absent version.
+// are never reused. A nil value deletes and returns the absent version. A
+// retry of the script after a lost reply returns the version the first run
+// wrote, not a conflict with itself (its write token).
 func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
 	const op = "PutState"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -574,9 +740,8 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	if value == nil {
 		mode = "del"
 	}
-	k := s.keysOf(id)
-	res, err := putStateScript.Run(ctx, s.client, k.all(),
-		s.ns, s.ttlArg, name, strconv.FormatInt(expect, 10), mode, value).Slice()
+	res, err := s.runWrite(ctx, putStateScript, s.keysOf(id).all(),
+		s.ns, s.ttlArg, name, strconv.FormatInt(expect, 10), mode, value)
 	if err != nil {
 		return 0, s.fail(ctx, op, id, err)
 	}
@@ -594,6 +759,56 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 			op, store.ErrConflict, name, id.Key(), s.ns, cur, expect)
 	case "corrupt":
 		return 0, s.corrupt(op, id, fmt.Sprintf("state %q has no valid version", name))
+	}
+	return 0, s.corruptStatus(op, id, status(res))
+}
+
+// Rewrite implements store.Rewriter with one script, atomic like every
+// other write: it removes every message with Seq <= through (system
+// messages included), with reset deletes the namespace's state and sets a
+// fresh Clear mark as Clear does, and appends msgs behind Seqs drawn after
+// that mark, dated store.AppendTime(ctx). It is what AsHistory's
+// SetMessages calls, so langchaingo's window memories keep the state and
+// the Seqs of the messages they keep. Its cost is O(removed + appended);
+// removing the whole list frees it in the background (UNLINK). A retry of
+// the script after a lost reply changes nothing (its write token).
+func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error) {
+	const op = "Rewrite"
+	if err := s.begin(ctx, op, id); err != nil {
+		return 0, err
+	}
+	at := store.AppendTime(ctx)
+	if len(msgs) > 0 {
+		if err := store.CheckTime(at); err != nil {
+			return 0, fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
+		}
+	}
+	elems, err := encodeElements(op, id, at, msgs)
+	if err != nil {
+		return 0, err
+	}
+	flag := "0"
+	if reset {
+		flag = "1"
+	}
+	args := make([]any, 0, 4+len(elems))
+	args = append(args, s.ns, s.ttlArg, strconv.FormatInt(through, 10), flag)
+	args = append(args, elems...)
+	res, err := s.runWrite(ctx, rewriteScript, s.keysOf(id).all(), args...)
+	if err != nil {
+		return 0, s.fail(ctx, op, id, err)
+	}
+	switch status(res) {
+	case "ok":
+		str, _ := res[len(res)-1].(string)
+		n, err := strconv.Atoi(str)
+		if err != nil || n < 0 {
+			return 0, s.fail(ctx, op, id, fmt.Errorf("unexpected count %q in the script's reply", str))
+		}
+		return n, nil
+	case "corrupt":
+		n, _ := res[len(res)-1].(int64)
+		return 0, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq", n))
 	}
 	return 0, s.corruptStatus(op, id, status(res))
 }

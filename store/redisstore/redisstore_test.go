@@ -71,12 +71,13 @@ func rawClient(t *testing.T, addr string) *redis.Client {
 }
 
 // keyNames is the documented key layout.
-type keyNames struct{ msgs, state, cleared, seq, nss, forgotten string }
+type keyNames struct{ msgs, state, cleared, seq, nss, ops, opq, forgotten string }
 
 func keysOf(prefix, ns string, id memstack.Identity) keyNames {
 	base := prefix + ":{" + id.Key() + "}:"
 	return keyNames{msgs: base + ns + ":msgs", state: base + ns + ":state", cleared: base + ns + ":cleared",
-		seq: base + "seq", nss: base + "nss", forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
+		seq: base + "seq", nss: base + "nss", ops: base + "ops", opq: base + "opq",
+		forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
 }
 
 // slotTag is the documented tag of a slot's forgotten key: the first of
@@ -122,20 +123,35 @@ func maxSeq(rs []store.Record) int64 {
 	return m
 }
 
+// kitLayout maps a namespace of the kit onto a key prefix and a namespace
+// of this store: a subtest's namespace ns and its second namespace ns+"_b"
+// (storetest's secondNamespace) are two namespaces of one key prefix, so
+// Forget and the store.Users calls reach both of them and no other
+// subtest's data.
+func kitLayout(ns string) (prefix, namespace string) {
+	return strings.TrimSuffix(ns, "_b"), ns
+}
+
 func TestConformance(t *testing.T) {
 	addr := testsvc.Redis(t)
 	storetest.Run(t, func(_ testing.TB, ns string) (store.Store, error) {
 		// A new client on every call: two calls are two independent
 		// connection pools over the same data.
-		return redisstore.Open(context.Background(), addr, redisstore.WithKeyPrefix("t-"+ns))
+		prefix, namespace := kitLayout(ns)
+		return redisstore.Open(context.Background(), addr, redisstore.WithKeyPrefix("t-"+prefix), redisstore.WithNamespace(namespace))
 	})
 }
 
-func TestConformanceWithTTLAndNoCache(t *testing.T) {
+// TestConformanceWithTTLNoCacheAndEviction runs the kit with a TTL,
+// without the decode cache, and with WithEvictionAllowed, so Forget finds
+// the identity's keys with SCAN as well as through its namespace set.
+func TestConformanceWithTTLNoCacheAndEviction(t *testing.T) {
 	addr := testsvc.Redis(t)
 	storetest.Run(t, func(_ testing.TB, ns string) (store.Store, error) {
-		return redisstore.Open(context.Background(), addr, redisstore.WithKeyPrefix("ttl-"+ns),
-			redisstore.WithNamespace("recent"), redisstore.WithTTL(time.Hour), redisstore.WithDecodeCache(0))
+		prefix, namespace := kitLayout(ns)
+		return redisstore.Open(context.Background(), addr, redisstore.WithKeyPrefix("ttl-"+prefix),
+			redisstore.WithNamespace("recent-"+namespace), redisstore.WithTTL(time.Hour), redisstore.WithDecodeCache(0),
+			redisstore.WithEvictionAllowed())
 	})
 }
 
@@ -149,7 +165,20 @@ func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
 		tb.Cleanup(func() { _ = c.Close() })
-		return redisstore.New(context.Background(), c, redisstore.WithKeyPrefix("c-"+ns))
+		prefix, namespace := kitLayout(ns)
+		return redisstore.New(context.Background(), c, redisstore.WithKeyPrefix("c-"+prefix), redisstore.WithNamespace(namespace))
+	})
+	storetest.RunFaults(t, srv.Addr(), func(tb testing.TB, ns, proxy string) (store.Store, error) {
+		// The node announces its own address in CLUSTER SLOTS; give the
+		// client the proxy as the node of every slot instead.
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+				return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: proxy}}}}, nil
+			},
+			ContextTimeoutEnabled: true,
+		})
+		tb.Cleanup(func() { _ = c.Close() })
+		return redisstore.New(context.Background(), c, redisstore.WithKeyPrefix("cf-"+ns))
 	})
 
 	t.Run("ForgetRacingCommitsLeavesNothingOlder", func(t *testing.T) {
@@ -165,13 +194,35 @@ func TestConformanceCluster(t *testing.T) {
 		forgetRacingCommits(t, clients)
 	})
 
+	t.Run("ForgetWithEvictionAllowedScansTheIdentitysNode", func(t *testing.T) {
+		ctx := context.Background()
+		prefix := uniquePrefix()
+		raw := rawClient(t, srv.Addr())
+		var stores []*redisstore.Store
+		for _, ns := range []string{"a", "b"} {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			s, err := redisstore.New(ctx, c, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace(ns), redisstore.WithEvictionAllowed())
+			require.NoError(t, err)
+			stores = append(stores, s)
+			require.NoError(t, s.Append(ctx, alice, human("hi")))
+			require.NoError(t, s.Append(ctx, alice10, human("hi")))
+		}
+		require.NoError(t, raw.Del(ctx, keysOf(prefix, "a", alice).nss).Err()) // evicted
+		require.NoError(t, stores[0].Forget(ctx, alice))
+		assert.Empty(t, scanKeys(t, raw, prefix+":{"+alice.Key()+"}*"))
+		rs, err := stores[1].All(ctx, alice10)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"hi"}, contents(rs))
+	})
+
 	// The slot function of TestKeyLayoutAndHashTags is Redis Cluster's:
 	// check it against the server's CLUSTER KEYSLOT.
 	ctx := context.Background()
 	raw := rawClient(t, srv.Addr())
 	for _, id := range []memstack.Identity{alice, {Tenant: "{x}", User: "}{"}, {Tenant: "ünï"}, {}} {
 		k := keysOf("p", "recent", id)
-		for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.forgotten} {
+		for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.ops, k.opq, k.forgotten} {
 			n, err := raw.ClusterKeySlot(ctx, key).Result()
 			require.NoError(t, err)
 			assert.Equal(t, int64(slot(id.Key())), n, "CLUSTER KEYSLOT %q", key)
@@ -349,6 +400,7 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
 			want[k.msgs], want[k.state], want[k.seq], want[k.nss] = true, true, true, true
+			want[k.ops], want[k.opq] = true, true // the tokens of the last writes
 		}
 	}
 	// A Clear leaves the namespace's mark behind; a Forget leaves no key
@@ -357,7 +409,7 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 	require.NoError(t, facts.Append(ctx, cleared, human("q")))
 	require.NoError(t, facts.Clear(ctx, cleared))
 	c := keysOf(prefix, "facts", cleared)
-	want[c.cleared], want[c.seq], want[c.nss] = true, true, true
+	want[c.cleared], want[c.seq], want[c.nss], want[c.ops], want[c.opq] = true, true, true, true, true
 	require.NoError(t, recent.Append(ctx, forgotten, human("q")))
 	require.NoError(t, recent.Forget(ctx, forgotten))
 	want[keysOf(prefix, "recent", forgotten).forgotten] = true
@@ -379,7 +431,7 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 		wantSlot := slot(id.Key())
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
-			for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.forgotten} {
+			for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.ops, k.opq, k.forgotten} {
 				open := strings.IndexByte(key, '{')
 				close := strings.IndexByte(key[open:], '}')
 				if key == k.forgotten {
@@ -460,7 +512,8 @@ func TestForgetRemovesEveryNamespaceAndNothingElse(t *testing.T) {
 	n, err := raw.Exists(ctx, keysOf(prefix, "recent", alice).msgs, keysOf(prefix, "recent", alice).state,
 		keysOf(prefix, "facts", alice).msgs, keysOf(prefix, "facts", alice).state,
 		keysOf(prefix, "marked", alice).cleared,
-		keysOf(prefix, "x", alice).seq, keysOf(prefix, "x", alice).nss).Result()
+		keysOf(prefix, "x", alice).seq, keysOf(prefix, "x", alice).nss,
+		keysOf(prefix, "x", alice).ops, keysOf(prefix, "x", alice).opq).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "no key of alice is left under the prefix")
 	keys, err := raw.Keys(ctx, prefix+":{"+alice.Key()+"}*").Result()
@@ -1100,6 +1153,10 @@ func TestClosedStore(t *testing.T) {
 	errs["Forget"] = s.Forget(ctx, alice)
 	_, errs["GetState"] = s.GetState(ctx, alice, "x")
 	_, errs["PutState"] = s.PutState(ctx, alice, "x", []byte("v"), 0)
+	_, errs["Rewrite"] = s.Rewrite(ctx, alice, 1, false, human("x"))
+	_, errs["Identities"] = s.Identities(ctx, store.UserScope("acme", "alice"))
+	_, errs["Export"] = s.Export(ctx, store.UserScope("acme", "alice"))
+	_, errs["ForgetScope"] = s.ForgetScope(ctx, store.UserScope("acme", "alice"))
 	for name, err := range errs {
 		assert.ErrorIs(t, err, redisstore.ErrClosed, name)
 		if err != nil {

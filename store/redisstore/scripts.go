@@ -1,25 +1,75 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
 
-// The Lua scripts behind every write (and Stat and GetState). Scripts run
-// atomically on the server; all keys they touch are passed in KEYS and
-// share one hash slot: the identity's keys share its hash tag, and the
-// slot's forgotten key has a tag chosen to hash to the same slot (see
-// slotTag), so every script runs on one node of a Redis Cluster.
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts behind every write (and Stat, GetState and Export's
+// reads). Scripts run atomically on the server; all keys they touch are
+// passed in KEYS and share one hash slot: the identity's keys share its
+// hash tag, and the slot's forgotten key has a tag chosen to hash to the
+// same slot (see slotTag), so every script runs on one node of a Redis
+// Cluster.
 //
 // Numbers: Lua computes with doubles, exact up to 2^53; Seqs are about
 // 1.8e15, and string.format('%.0f') writes them back as plain decimals
 // (tostring would write 1.8e+15).
+//
+// Exactly once: every write but Forget takes a token, a random string the
+// call draws once (see newToken) and sends with every attempt of the
+// script. The first run that changes anything records the token and its
+// reply in the identity's ops hash; a later run with the same token — a
+// client retrying after the reply was lost — changes nothing and returns
+// the recorded reply. Tokens are kept for tokenWindow.
+
+// tokenWindowMillis is tokenWindow in milliseconds, as the scripts use it.
+var tokenWindowMillis = strconv.FormatInt(tokenWindow.Milliseconds(), 10)
+
+// tokens holds the functions that record and look up tokens. KEYS of the
+// ops hash (token → reply) and the opq list ("<ms> <token>", oldest first)
+// are passed in, so scripts with other KEYS use them too.
+var tokens = `
+local window = ` + tokenWindowMillis + `
+
+-- replayed returns the reply recorded for token, or nil.
+local function replayed(ops, token)
+  local r = redis.call('HGET', ops, token)
+  if r then return r end
+  return nil
+end
+
+-- remember records reply for token for the window, and forgets up to
+-- four tokens older than the window (each call adds one, so the queue
+-- drains). Both keys expire a window after the last write.
+local function remember(ops, opq, token, reply)
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', ops, token, reply)
+  redis.call('RPUSH', opq, string.format('%.0f', ms) .. ' ' .. token)
+  for _ = 1, 4 do
+    local head = redis.call('LINDEX', opq, 0)
+    if not head then break end
+    local at, old = string.match(head, '^(%d+) (.+)$')
+    if at and tonumber(at) > ms - window then break end
+    redis.call('LPOP', opq)
+    if old then redis.call('HDEL', ops, old) end
+  end
+  redis.call('PEXPIRE', ops, window)
+  redis.call('PEXPIRE', opq, window)
+end
+`
 
 // prelude holds the functions the scripts of one identity and namespace
-// share: append, put-state, get-state and clear. All of them take the same
-// KEYS, every one in the identity's hash slot:
+// share: append, put-state, get-state, clear and rewrite. All of them take
+// the same KEYS, every one in the identity's hash slot:
 //
 //	KEYS[1] msgs, KEYS[2] state, KEYS[3] seq, KEYS[4] nss,
 //	KEYS[5] cleared (the namespace's Clear mark),
-//	KEYS[6] forgotten (the forgotten version of the identity's slot).
-const prelude = `
+//	KEYS[6] forgotten (the forgotten version of the identity's slot),
+//	KEYS[7] ops, KEYS[8] opq (the identity's recent tokens).
+var prelude = tokens + `
 
 -- decimal returns v if it is a version as this package writes one (a
 -- canonical positive decimal), else nil.
@@ -46,13 +96,14 @@ local function absent()
   return '0'
 end
 
--- nextSeqs reserves count numbers and returns the first: max(counter+1,
--- server clock in microseconds, Clear mark+1, forgotten version+1), so
--- numbers are never handed out twice even after the counter is deleted,
--- and a version or mark drawn now is never an absent version a reader
--- already holds. (Unreadable marks and forgotten versions are skipped
--- here; absent reports them where they matter.)
-local function nextSeqs(count)
+-- peekSeqs returns the first of the next count numbers, without taking
+-- them: max(counter+1, server clock in microseconds, Clear mark+1,
+-- forgotten version+1), so numbers are never handed out twice even after
+-- the counter is deleted, and a version or mark drawn now is never an
+-- absent version a reader already holds. (Unreadable marks and forgotten
+-- versions are skipped here; absent reports them where they matter.) It
+-- returns nil when the counter is not a number.
+local function peekSeqs(count)
   local last = redis.call('GET', KEYS[3])
   if last then
     last = tonumber(last)
@@ -68,6 +119,14 @@ local function nextSeqs(count)
     local v = decimal(redis.call('GET', KEYS[i]))
     if v and tonumber(v) + 1 > first then first = tonumber(v) + 1 end
   end
+  return first
+end
+
+-- nextSeqs takes the next count numbers (see peekSeqs) and returns the
+-- first, or nil, having written nothing, when the counter is not a number.
+local function nextSeqs(count)
+  local first = peekSeqs(count)
+  if not first then return nil end
   redis.call('SET', KEYS[3], string.format('%.0f', first + count - 1))
   return first
 end
@@ -83,7 +142,8 @@ end
 -- shared keys get at least ttl and never lose a longer expiry, and a shared
 -- key kept forever by a namespace without TTL stays so. Without TTL every
 -- key is made persistent (SET already cleared the seq key's expiry). The
--- slot's forgotten key is not the identity's and never expires.
+-- slot's forgotten key is not the identity's and never expires; the token
+-- keys keep their own short expiry.
 local function refresh(ttl, seqBefore, nssBefore)
   if ttl > 0 then
     redis.call('PEXPIRE', KEYS[1], ttl)
@@ -98,28 +158,39 @@ local function refresh(ttl, seqBefore, nssBefore)
     redis.call('PERSIST', KEYS[5])
   end
 end
+
+-- push appends the elements of ARGV from index from on, one per message,
+-- behind Seqs first, first+1, … (in batches, within Lua's unpack limit).
+local function push(first, from)
+  local batch = {}
+  for i = from, #ARGV do
+    batch[#batch + 1] = string.format('%.0f', first + i - from) .. '|' .. ARGV[i]
+    if #batch == 500 or i == #ARGV then
+      redis.call('RPUSH', KEYS[1], unpack(batch))
+      batch = {}
+    end
+  end
+end
 `
 
-// appendScript: KEYS as in prelude; ARGV namespace, ttl in ms (0: none),
-// then one "<flag>|<encoded message>" per message. It returns the first Seq
-// as a decimal string.
+// appendScript: KEYS as in prelude; ARGV token, namespace, ttl in ms (0:
+// none), then one "<flag>|<encoded message>" per message. It returns
+// {'ok', first Seq} (a decimal string) or {'corrupt-seq'}; a run with a
+// token already recorded stores nothing and returns the recorded reply.
 var appendScript = redis.NewScript(prelude + `
-local ttl = tonumber(ARGV[2])
-local n = #ARGV - 2
+local done = replayed(KEYS[7], ARGV[1])
+if done then return {'ok', done} end
+local ttl = tonumber(ARGV[3])
+local n = #ARGV - 3
 local seqBefore, nssBefore = ttlBefore(ttl)
 local first = nextSeqs(n)
 if not first then return {'corrupt-seq'} end
-local batch = {}
-for i = 1, n do
-  batch[#batch + 1] = string.format('%.0f', first + i - 1) .. '|' .. ARGV[i + 2]
-  if #batch == 500 or i == n then
-    redis.call('RPUSH', KEYS[1], unpack(batch))
-    batch = {}
-  end
-end
-redis.call('SADD', KEYS[4], ARGV[1])
+push(first, 4)
+redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
-return {'ok', string.format('%.0f', first)}
+local r = string.format('%.0f', first)
+remember(KEYS[7], KEYS[8], ARGV[1], r)
+return {'ok', r}
 `)
 
 // getStateScript: KEYS as in prelude; ARGV name. It returns {'value',
@@ -134,16 +205,20 @@ if not a then return {bad} end
 return {'absent', a}
 `)
 
-// putStateScript: KEYS as in prelude; ARGV namespace, ttl in ms, name,
-// expected version (decimal), "put" or "del", value. The current version
-// is the value's, or, for an absent value, the absent version — read in
-// this script, on the identity's slot, so Clear and Forget (one script
-// each, on the same slot) happen wholly before or wholly after it. It
-// returns {'ok', version} (for "del", the absent version afterwards),
+// putStateScript: KEYS as in prelude; ARGV token, namespace, ttl in ms,
+// name, expected version (decimal), "put" or "del", value. The current
+// version is the value's, or, for an absent value, the absent version —
+// read in this script, on the identity's slot, so Clear and Forget (one
+// script each, on the same slot) happen wholly before or wholly after it.
+// It returns {'ok', version} (for "del", the absent version afterwards),
 // {'conflict', current version}, {'corrupt'} (the value has no version),
-// or {'corrupt-seq'}, {'corrupt-mark'} or {'corrupt-forgotten'}.
+// or {'corrupt-seq'}, {'corrupt-mark'} or {'corrupt-forgotten'}. An 'ok'
+// is recorded with the token, so a retry of a write whose reply was lost
+// returns the version it wrote rather than a conflict with itself.
 var putStateScript = redis.NewScript(prelude + `
-local cur = redis.call('HGET', KEYS[2], ARGV[3])
+local done = replayed(KEYS[7], ARGV[1])
+if done then return {'ok', done} end
+local cur = redis.call('HGET', KEYS[2], ARGV[4])
 local curv
 if cur then
   curv = string.match(cur, '^(%d+)|')
@@ -153,41 +228,120 @@ else
   curv, bad = absent()
   if not curv then return {bad} end
 end
-if curv ~= ARGV[4] then return {'conflict', curv} end
-if ARGV[5] == 'del' then
-  if not cur then return {'ok', curv} end
+if curv ~= ARGV[5] then return {'conflict', curv} end
+if ARGV[6] == 'del' then
+  if not cur then
+    remember(KEYS[7], KEYS[8], ARGV[1], curv)
+    return {'ok', curv}
+  end
   local a, bad = absent()
   if not a then return {bad} end
-  redis.call('HDEL', KEYS[2], ARGV[3])
+  redis.call('HDEL', KEYS[2], ARGV[4])
+  remember(KEYS[7], KEYS[8], ARGV[1], a)
   return {'ok', a}
 end
-local ttl = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
 local seqBefore, nssBefore = ttlBefore(ttl)
 local v = nextSeqs(1)
 if not v then return {'corrupt-seq'} end
 v = string.format('%.0f', v)
-redis.call('HSET', KEYS[2], ARGV[3], v .. '|' .. ARGV[6])
-redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[4], v .. '|' .. ARGV[7])
+redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
+remember(KEYS[7], KEYS[8], ARGV[1], v)
 return {'ok', v}
 `)
 
-// clearScript: KEYS as in prelude; ARGV namespace, ttl in ms. In one step
-// it deletes the namespace's messages and state and sets its Clear mark to
-// a fresh number from the identity's counter — greater than every version,
-// mark and forgotten version a reader could hold — so a PutState that read
-// before it conflicts after it. The namespace stays in the nss set: Forget
-// must find the mark. It returns {'ok'} or {'corrupt-seq'}.
+// clearScript: KEYS as in prelude; ARGV token, namespace, ttl in ms. In
+// one step it deletes the namespace's messages and state and sets its
+// Clear mark to a fresh number from the identity's counter — greater than
+// every version, mark and forgotten version a reader could hold — so a
+// PutState that read before it conflicts after it. The namespace stays in
+// the nss set: Forget must find the mark. It returns {'ok'} or
+// {'corrupt-seq'}; a retry with the same token changes nothing (it would
+// otherwise delete what others wrote since the first run). It deletes
+// before it writes: at maxmemory with noeviction, Redis refuses a script's
+// first command that needs memory unless the script has already written,
+// so a Clear still runs on a full server, and frees memory.
 var clearScript = redis.NewScript(prelude + `
-local ttl = tonumber(ARGV[2])
+if replayed(KEYS[7], ARGV[1]) then return {'ok'} end
+local ttl = tonumber(ARGV[3])
 local seqBefore, nssBefore = ttlBefore(ttl)
-local m = nextSeqs(1)
+local m = peekSeqs(1)
 if not m then return {'corrupt-seq'} end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('UNLINK', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], string.format('%.0f', m))
 redis.call('SET', KEYS[5], string.format('%.0f', m))
-redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
+remember(KEYS[7], KEYS[8], ARGV[1], 'ok')
 return {'ok'}
+`)
+
+// rewriteScript: KEYS as in prelude; ARGV token, namespace, ttl in ms,
+// through (decimal), '1' to reset or '0', then one "<flag>|<encoded
+// message>" per message. In one step it removes every element with Seq <=
+// through (the list's Seqs increase from head to tail, so they are a
+// prefix of it, system messages included), with reset deletes the state
+// and sets a fresh Clear mark as Clear does, and appends the messages
+// behind Seqs drawn after the mark. It returns {'ok', removed} (a decimal
+// string), {'corrupt', list index} or {'corrupt-seq'}, having changed
+// nothing in the last two cases.
+var rewriteScript = redis.NewScript(prelude + `
+local done = replayed(KEYS[7], ARGV[1])
+if done then return {'ok', done} end
+local ttl = tonumber(ARGV[3])
+local through = tonumber(ARGV[4])
+local reset = ARGV[5] == '1'
+local n = #ARGV - 5
+local len = redis.call('LLEN', KEYS[1])
+local removed = 0
+if len > 0 then
+  local tail = string.match(redis.call('LINDEX', KEYS[1], -1), '^(%d+)|')
+  if not tail then return {'corrupt', len - 1} end
+  if tonumber(tail) <= through then
+    removed = len
+  else
+    local page = 256
+    local stop = false
+    while not stop do
+      local items = redis.call('LRANGE', KEYS[1], removed, removed + page - 1)
+      for i = 1, #items do
+        local s = string.match(items[i], '^(%d+)|')
+        if not s then return {'corrupt', removed} end
+        if tonumber(s) > through then stop = true break end
+        removed = removed + 1
+      end
+      if #items < page then stop = true end
+    end
+  end
+end
+if removed == 0 and n == 0 and not reset then return {'ok', '0'} end
+local seqBefore, nssBefore = ttlBefore(ttl)
+local mark, first
+if reset then
+  mark = nextSeqs(1)
+  if not mark then return {'corrupt-seq'} end
+end
+if n > 0 then
+  first = nextSeqs(n)
+  if not first then return {'corrupt-seq'} end
+end
+if removed == len and len > 0 then
+  redis.call('UNLINK', KEYS[1])
+elseif removed > 0 then
+  redis.call('LTRIM', KEYS[1], removed, -1)
+end
+if reset then
+  redis.call('UNLINK', KEYS[2])
+  redis.call('SET', KEYS[5], string.format('%.0f', mark))
+end
+if n > 0 then push(first, 6) end
+redis.call('SADD', KEYS[4], ARGV[2])
+refresh(ttl, seqBefore, nssBefore)
+local r = string.format('%d', removed)
+remember(KEYS[7], KEYS[8], ARGV[1], r)
+return {'ok', r}
 `)
 
 // statScript: KEYS msgs. It returns {count, first Seq, last Seq} with the
@@ -201,61 +355,97 @@ local b = redis.call('LINDEX', KEYS[1], -1)
 return {n, string.match(a, '^(%d+)|') or '', string.match(b, '^(%d+)|') or ''}
 `)
 
-// removePrefixScript: KEYS msgs; ARGV through (decimal). It scans the list
-// from the head while Seq <= through, drops the non-system elements and
-// puts the system ones back in their order. It returns {'ok', removed} or
-// {'corrupt', list index}.
-var removePrefixScript = redis.NewScript(`
-local through = tonumber(ARGV[1])
+// removeChunkScript: KEYS msgs, ops, opq; ARGV token, through (decimal),
+// limit. It removes at most limit non-system elements with Seq <= through
+// from the head of the list, keeping the system ones in their order ahead
+// of the rest; through is first lowered to the Seq of the list's tail, so
+// the chunks of one RemovePrefix never chase messages appended after it
+// began. It returns {'ok', "<removed> <more> <through>"} — more is 1 when
+// a non-system element with Seq <= through is left — or {'corrupt', list
+// index}, having changed nothing. A chunk that removed something records
+// its reply with the token, so a retry removes nothing more and returns
+// the same count. Its cost is O(limit + the system messages at the head).
+var removeChunkScript = redis.NewScript(tokens + `
+local done = replayed(KEYS[2], ARGV[1])
+if done then return {'ok', done} end
+local through = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local tail = redis.call('LINDEX', KEYS[1], -1)
+if not tail then return {'ok', '0 0 0'} end
+local ts = string.match(tail, '^(%d+)|')
+if not ts then return {'corrupt', redis.call('LLEN', KEYS[1]) - 1} end
+if tonumber(ts) < through then through = tonumber(ts) end
 local keep = {}
-local scanned = 0
-local removed = 0
-local chunk = 256
-local done = false
-while not done do
-  local items = redis.call('LRANGE', KEYS[1], scanned, scanned + chunk - 1)
+local scanned, removed, more = 0, 0, 0
+local page = 256
+local stop = false
+while not stop do
+  local items = redis.call('LRANGE', KEYS[1], scanned, scanned + page - 1)
   for i = 1, #items do
     local s, f = string.match(items[i], '^(%d+)|([sm])|')
     if not s then return {'corrupt', scanned} end
-    if tonumber(s) > through then done = true break end
+    if tonumber(s) > through then stop = true break end
+    if f == 'm' then
+      if removed == limit then more = 1 stop = true break end
+      removed = removed + 1
+    else
+      keep[#keep + 1] = items[i]
+    end
     scanned = scanned + 1
-    if f == 's' then keep[#keep + 1] = items[i] else removed = removed + 1 end
   end
-  if #items < chunk then done = true end
+  if #items < page then stop = true end
 end
-if removed == 0 then return {'ok', 0} end
+local r = string.format('%d %d %.0f', removed, more, through)
+if removed == 0 then return {'ok', r} end
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('LTRIM', KEYS[1], scanned, -1)
 for i = #keep, 1, -1 do redis.call('LPUSH', KEYS[1], keep[i]) end
 if pttl > 0 then redis.call('PEXPIRE', KEYS[1], pttl) end
-return {'ok', removed}
+remember(KEYS[2], KEYS[3], ARGV[1], r)
+return {'ok', r}
 `)
 
-// forgetScript: KEYS seq, nss, forgotten (the slot's), then the msgs,
-// state and cleared keys of every namespace named in ARGV. It returns
-// {'retry'} when the nss set names a namespace the caller did not pass
-// (read the set again), {'wait', microseconds} when the counter is ahead
-// of the clock by less than 2 s (deleting it now could let a Seq be handed
-// out twice), and else {'ok'} after doing, in this order and in one step:
+// exportScript: KEYS msgs, state, cleared of one namespace. It returns
+// {every list element, the state hash as field, value, …, the Clear mark
+// or an empty string}, read in one step.
+var exportScript = redis.NewScript(`
+return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), redis.call('GET', KEYS[3]) or ''}
+`)
+
+// forgetScript: KEYS seq, nss, forgotten (the slot's), ops, opq, then the
+// msgs, state and cleared keys of every namespace named in ARGV, then any
+// other key of the identity (found by SCAN). It returns {'retry'} when the
+// nss set names a namespace the caller did not pass (read the set again),
+// {'wait', microseconds} when the counter is ahead of the clock by less
+// than 2 s (deleting it now could let a Seq be handed out twice), and else
+// {'ok'} after doing, in one step (no other command runs in between):
 //
 //  1. draw the slot's new forgotten version: max(forgotten+1, clock,
 //     counter+1, every Clear mark+1), greater than every version, mark and
 //     absent version any reader of the identity could hold, and never
 //     equal to an earlier forgotten version even if that key was lost;
-//  2. delete every key of the identity.
+//  2. delete every key of the identity;
+//  3. store the new forgotten version.
 //
-// Why 1 is needed, and first: after Forget nothing of the identity is
-// left, so the forgotten version is all that tells a PutState whose expect
-// was read before Forget (a value's version, a mark, or the absent version
-// then) from one read after. PutState compares with it inside its own
-// script, on this same slot, so it runs wholly before this script (and
-// what it wrote is deleted in 2) or wholly after (the name is absent, no
-// mark, so its current version is the new forgotten version, which no
-// earlier read returned: it conflicts). Were the keys deleted before the
-// forgotten version moved, a PutState between the two steps would find the
-// name absent at the old forgotten version — the very version a reader
-// from before Forget holds — and store its value after everything was
-// removed.
+// Why 1 and 3 are needed, in the same step as 2: after Forget nothing of
+// the identity is left, so the forgotten version is all that tells a
+// PutState whose expect was read before Forget (a value's version, a mark,
+// or the absent version then) from one read after. PutState compares with
+// it inside its own script, on this same slot, so it runs wholly before
+// this script (and what it wrote is deleted in 2) or wholly after (the
+// name is absent, no mark, so its current version is the new forgotten
+// version, which no earlier read returned: it conflicts). Were the keys
+// deleted in one step and the forgotten version moved in another, a
+// PutState between the two would find the name absent at the old
+// forgotten version — the very version a reader from before Forget holds
+// — and store its value after everything was removed. The deletion comes
+// before the write for the reason Clear's does: at maxmemory with
+// noeviction a Forget still runs, and frees memory.
+//
+// It takes no token: a second run (a client retrying after the reply was
+// lost) is a second Forget, which leaves what one leaves — nothing of the
+// identity, and a fresh forgotten version — and removes whatever was
+// written between the two runs, as a Forget called just then would.
 var forgetScript = redis.NewScript(`
 local last = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local t = redis.call('TIME')
@@ -275,13 +465,19 @@ end
 local f = now
 if last + 1 > f then f = last + 1 end
 local cand = {number(redis.call('GET', KEYS[3]))}
-for i = 6, #KEYS, 3 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
+for i = 8, 5 + 3 * #ARGV, 3 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
 for _, v in ipairs(cand) do
   if v + 1 > f then f = v + 1 end
 end
-redis.call('SET', KEYS[3], string.format('%.0f', f))
 local del = {KEYS[1], KEYS[2]}
-for i = 4, #KEYS do del[#del + 1] = KEYS[i] end
-redis.call('DEL', unpack(del))
+for i = 4, #KEYS do
+  del[#del + 1] = KEYS[i]
+  if #del == 500 then
+    redis.call('UNLINK', unpack(del))
+    del = {}
+  end
+end
+if #del > 0 then redis.call('UNLINK', unpack(del)) end
+redis.call('SET', KEYS[3], string.format('%.0f', f))
 return {'ok'}
 `)

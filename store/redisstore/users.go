@@ -1,0 +1,346 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// scanBatch is the COUNT of every SCAN the store sends: each call does a
+// bounded amount of work on the server.
+const scanBatch = 1000
+
+// held is what a SCAN found of one identity under the store's prefix.
+type held struct {
+	id memstack.Identity
+	// namespaces holds every namespace with a msgs, state or cleared key.
+	namespaces map[string]bool
+	// other holds the identity's keys outside the layout keysOf names
+	// (none that this package writes), for Forget to delete too.
+	other []string
+}
+
+// globEscape escapes s for a SCAN MATCH pattern: Redis globs treat '*',
+// '?', '[', ']' and '\' specially, and a backslash makes any of them
+// literal. Identity keys never contain them (memstack.Identity.Key); a key
+// prefix may.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// identityPattern matches every key of id under the store's prefix.
+func (s *Store) identityPattern(id memstack.Identity) string {
+	return globEscape(s.prefix) + ":{" + id.Key() + "}:*"
+}
+
+// scopePattern matches every key of every identity within scope under the
+// store's prefix (and possibly keys of other tags, which parseKey and
+// Scope.Contains sort out).
+func (s *Store) scopePattern(scope store.Scope) string {
+	return globEscape(s.prefix) + ":{" + scope.KeyPrefix() + "*"
+}
+
+// scan runs SCAN with MATCH pattern, in batches of scanBatch, on every
+// node that can hold a matching key — the one server, every master of a
+// cluster (only the master of slotKey's slot when slotKey is not ""), every
+// shard of a ring — and groups the keys of this store's layout by
+// identity key.
+func (s *Store) scan(ctx context.Context, pattern, slotKey string) (map[string]*held, error) {
+	var mu sync.Mutex
+	out := map[string]*held{}
+	node := func(ctx context.Context, c redis.UniversalClient) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, scanBatch).Result()
+			if err != nil {
+				return fmt.Errorf("SCAN MATCH %q: %w", pattern, err)
+			}
+			mu.Lock()
+			for _, key := range keys {
+				s.note(out, key)
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		if slotKey != "" {
+			var m *redis.Client
+			if m, err = c.MasterForKey(ctx, slotKey); err == nil {
+				err = node(ctx, m)
+			}
+			break
+		}
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return node(ctx, m) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error { return node(ctx, m) })
+	default:
+		err = node(ctx, s.client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// note adds key to what out holds of its identity, if it is a key of an
+// identity under this store's prefix.
+func (s *Store) note(out map[string]*held, key string) {
+	rest, ok := strings.CutPrefix(key, s.prefix+":{")
+	if !ok {
+		return
+	}
+	end := strings.IndexByte(rest, '}')
+	if end < 0 {
+		return
+	}
+	tag, suffix := rest[:end], rest[end+1:]
+	id, err := memstack.ParseKey(tag)
+	if err != nil || id.Key() != tag || !strings.HasPrefix(suffix, ":") {
+		return // not a tag this package writes (a slot tag, another layout)
+	}
+	suffix = suffix[1:]
+	h := out[tag]
+	if h == nil {
+		h = &held{id: id, namespaces: map[string]bool{}}
+		out[tag] = h
+	}
+	switch suffix {
+	case "seq", "nss", "ops", "opq":
+		return
+	}
+	if ns, kind, ok := strings.Cut(suffix, ":"); ok && validNamespace(ns) && (kind == "msgs" || kind == "state" || kind == "cleared") {
+		h.namespaces[ns] = true
+		return
+	}
+	h.other = append(h.other, key)
+}
+
+func validNamespace(ns string) bool {
+	if len(ns) < 1 || len(ns) > 64 {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		if !plain(ns[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// beginScope checks what every Users call checks first.
+func (s *Store) beginScope(ctx context.Context, op string, scope store.Scope) error {
+	if s == nil || s.client == nil {
+		return fmt.Errorf("%w: redisstore: %s on a nil or zero Store (use New or Open)", store.ErrInvalidArgument, op)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: redisstore: %s of %s: nil context", store.ErrInvalidArgument, op, scope)
+	}
+	if err := scope.Check(); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: %s of %s: %w", op, scope, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s of %s: %w", op, scope, err)
+	}
+	return nil
+}
+
+// failScope wraps an error of a Users call, as fail does for one identity.
+func (s *Store) failScope(ctx context.Context, op string, scope store.Scope, err error) error {
+	if s.closed.Load() {
+		err = fmt.Errorf("%w (%w)", ErrClosed, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		err = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return fmt.Errorf("redisstore: %s of %s under key prefix %q on %s: %w", op, scope, s.prefix, s.addr, err)
+}
+
+// scanScope returns what SCAN finds of the identities within scope, by
+// identity key.
+func (s *Store) scanScope(ctx context.Context, op string, scope store.Scope) ([]*held, error) {
+	found, err := s.scan(ctx, s.scopePattern(scope), "")
+	if err != nil {
+		return nil, s.failScope(ctx, op, scope, err)
+	}
+	out := make([]*held, 0, len(found))
+	for _, h := range found {
+		if scope.Contains(h.id) {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id.Key() < out[j].id.Key() })
+	return out, nil
+}
+
+// Identities implements store.Users: it finds the keys of the scope with
+// SCAN (MATCH on the key layout, in batches of 1000, on every node), not
+// through an index that eviction could remove, and returns every identity
+// with messages, state values or a Clear mark in any namespace of the
+// store's key prefix, ordered by Key. Its cost is O(keys in the database).
+func (s *Store) Identities(ctx context.Context, scope store.Scope) ([]memstack.Identity, error) {
+	const op = "Identities"
+	if err := s.beginScope(ctx, op, scope); err != nil {
+		return nil, err
+	}
+	hs, err := s.scanScope(ctx, op, scope)
+	if err != nil {
+		return nil, err
+	}
+	var out []memstack.Identity
+	for _, h := range hs {
+		if len(h.namespaces) > 0 {
+			out = append(out, h.id)
+		}
+	}
+	return out, nil
+}
+
+// Export implements store.Users: the identities Identities finds, and for
+// each namespace of each one its messages, state values and whether it
+// holds a Clear mark, read in one script per namespace (so each namespace
+// is seen all before or all after any write).
+func (s *Store) Export(ctx context.Context, scope store.Scope) (store.Export, error) {
+	const op = "Export"
+	if err := s.beginScope(ctx, op, scope); err != nil {
+		return store.Export{}, err
+	}
+	hs, err := s.scanScope(ctx, op, scope)
+	if err != nil {
+		return store.Export{}, err
+	}
+	out := store.Export{Scope: scope}
+	for _, h := range hs {
+		names := make([]string, 0, len(h.namespaces))
+		for ns := range h.namespaces {
+			names = append(names, ns)
+		}
+		sort.Strings(names)
+		ie := store.IdentityExport{Identity: h.id}
+		for _, ns := range names {
+			ne, ok, err := s.exportNamespace(ctx, op, h.id, ns)
+			if err != nil {
+				return store.Export{}, err
+			}
+			if ok {
+				ie.Namespaces = append(ie.Namespaces, ne)
+			}
+		}
+		if len(ie.Namespaces) > 0 {
+			out.Identities = append(out.Identities, ie)
+		}
+	}
+	store.SortExport(&out)
+	return out, nil
+}
+
+// exportNamespace reads what namespace ns holds for id; ok is false when
+// it holds nothing (any more).
+func (s *Store) exportNamespace(ctx context.Context, op string, id memstack.Identity, ns string) (store.NamespaceExport, bool, error) {
+	m, st, c := s.keysOf(id).inNamespace(ns)
+	res, err := exportScript.Run(ctx, s.client, []string{m, st, c}).Slice()
+	if err != nil {
+		return store.NamespaceExport{}, false, s.failIn(ctx, op, id, ns, err)
+	}
+	if len(res) != 3 {
+		return store.NamespaceExport{}, false, s.failIn(ctx, op, id, ns, fmt.Errorf("unexpected script reply with %d elements", len(res)))
+	}
+	elems, _ := res[0].([]any)
+	fields, _ := res[1].([]any)
+	mark, _ := res[2].(string)
+	vals := make([]string, len(elems))
+	for i, e := range elems {
+		vals[i], _ = e.(string)
+	}
+	recs, err := s.decodeIn(op, id, ns, vals, 0)
+	if err != nil {
+		return store.NamespaceExport{}, false, err
+	}
+	ne := store.NamespaceExport{Namespace: ns, Messages: recs, States: make(map[string]store.State, len(fields)/2), Cleared: mark != ""}
+	for i := 0; i+1 < len(fields); i += 2 {
+		name, _ := fields[i].(string)
+		str, _ := fields[i+1].(string)
+		version, value, ok := parseStateValue(str)
+		if !ok {
+			return store.NamespaceExport{}, false, s.corruptIn(op, id, ns, fmt.Sprintf("state %q has no valid version", name))
+		}
+		ne.States[name] = store.State{Value: value, Version: version}
+	}
+	return ne, len(recs) > 0 || len(ne.States) > 0 || ne.Cleared, nil
+}
+
+// parseStateValue splits a stored "<version>|<value>" state value.
+func parseStateValue(str string) (int64, []byte, bool) {
+	bar := strings.IndexByte(str, '|')
+	if bar <= 0 || bar > 19 {
+		return 0, nil, false
+	}
+	version, err := strconv.ParseInt(str[:bar], 10, 64)
+	if err != nil || version < 1 {
+		return 0, nil, false
+	}
+	value := []byte(str[bar+1:])
+	if value == nil {
+		value = []byte{} // a present value is never nil, empty or not
+	}
+	return version, value, true
+}
+
+// ForgetScope implements store.Users: it finds every identity within scope
+// with SCAN, as Identities does, and runs Forget's script for each, in Key
+// order — over the namespaces SCAN found and those of the identity's nss
+// set, deleting every key SCAN found of it — so each identity is
+// forgotten in one step, its slot's forgotten version moved first (a
+// commit that read its state before conflicts). It returns how many of
+// them held messages, state or a Clear mark. Identities that held only
+// bookkeeping keys (a Seq counter, tokens) are removed too, so nothing of
+// the scope is left under the prefix. An error part-way leaves the
+// identities before it forgotten and the rest whole; calling ForgetScope
+// again finishes. Writes racing with it may create identities it does not
+// find: call it when the scope's traffic has stopped, or again.
+func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error) {
+	const op = "ForgetScope"
+	if err := s.beginScope(ctx, op, scope); err != nil {
+		return 0, err
+	}
+	hs, err := s.scanScope(ctx, op, scope)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, h := range hs {
+		if err := ctx.Err(); err != nil {
+			return n, s.failScope(ctx, op, scope, err)
+		}
+		if err := s.forget(ctx, op, h.id, h); err != nil {
+			return n, err
+		}
+		if len(h.namespaces) > 0 {
+			n++
+		}
+	}
+	return n, nil
+}
