@@ -22,6 +22,14 @@ type appendReq struct {
 	done chan struct{} // closed when err is final
 }
 
+// span is what one group commit adds to one identity: n messages, Seqs
+// first to last.
+type span struct {
+	key         string
+	n           int64
+	first, last int64
+}
+
 type appendRow struct {
 	system bool
 	data   []byte
@@ -29,7 +37,8 @@ type appendRow struct {
 
 // Append implements store.Store: the messages are inserted in one
 // transaction, so they are stored whole or not at all, contiguously, all
-// dated store.AppendTime(ctx).
+// dated store.AppendTime(ctx); the same transaction adds them to the
+// identity's memstack_stat row.
 //
 // Appends are committed in groups: an Append queues its rows and then
 // either becomes the writer — and commits every queued Append in one
@@ -142,11 +151,34 @@ func (s *Store) commitQueued(ctx context.Context) {
 	}
 	err := s.writeLocked(tctx, func(tx *sql.Tx) error {
 		ins := tx.StmtContext(tctx, s.stmtInsert)
+		// What the group adds to each identity's memstack_stat row, in
+		// the order the identities first appear.
+		var spans []span
+		at := map[string]int{}
 		for _, r := range live {
 			for _, row := range r.rows {
-				if _, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data); err != nil {
+				res, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data)
+				if err != nil {
 					return err
 				}
+				seq, err := res.LastInsertId()
+				if err != nil {
+					return fmt.Errorf("reading the Seq of an appended message: %w", err)
+				}
+				i, ok := at[r.key]
+				if !ok {
+					i = len(spans)
+					at[r.key] = i
+					spans = append(spans, span{key: r.key, first: seq})
+				}
+				spans[i].n++
+				spans[i].last = seq
+			}
+		}
+		bump := tx.StmtContext(tctx, s.stmtBump)
+		for _, sp := range spans {
+			if _, err := bump.ExecContext(tctx, s.ns, sp.key, sp.n, sp.first, sp.last); err != nil {
+				return fmt.Errorf("counting the appended messages: %w", err)
 			}
 		}
 		return nil

@@ -11,23 +11,40 @@
 //	defer s.Close()
 //	mem := memories.NewBuffer(memories.WithStore(s))
 //
+// or, in the application's own database (which New checks: WAL mode, a
+// busy timeout; see New):
+//
+//	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+//	...
+//	s, err := sqlitestore.New(db, sqlitestore.WithNamespace("buffer"))
+//
 // Several memory layers can share one file, each under its own namespace
 // (WithNamespace, default "default"): Clear works within the namespace of
 // the Store it is called on, Forget removes the identity from every
 // namespace in the file. Several processes, or several Stores in one
 // process, may open the same file at once.
 //
+// A Store is also a store.Rewriter (AsHistory's SetMessages trims and
+// appends in one transaction) and a store.Users: Identities lists, Export
+// returns and ForgetScope removes everything the file holds for a user or
+// a tenant, in every namespace (see "Forgetting a user").
+//
 // # Schema
 //
-// Open creates the schema if it is missing (CREATE … IF NOT EXISTS, in one
-// transaction, so opening an existing file — or two processes opening a new
-// one at the same moment — is safe) and records its version in
-// memstack_schema; a file with a newer schema version is refused.
+// Open and New create the schema if it is missing, or migrate it from an
+// older version, in one transaction that holds the write lock from its
+// first statement — so opening an existing file, or two processes opening
+// a new or an old one at the same moment, is safe: the second finds what
+// the first left — and record its version in memstack_schema. A file with
+// a newer schema version is refused, and left as it was.
 //
-//	memstack_schema   (version INTEGER)                      -- one row: 1
+//	memstack_schema   (version INTEGER)                      -- one row: 2
 //	memstack_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT,
 //	                   ns TEXT, identity TEXT, system INTEGER, message BLOB)
 //	                  index (ns, identity, seq)
+//	memstack_stat     (ns TEXT, identity TEXT, count INTEGER,
+//	                   first_seq INTEGER, last_seq INTEGER,
+//	                   PRIMARY KEY (ns, identity))          -- version 2
 //	memstack_state    (ns TEXT, identity TEXT, name TEXT, version INTEGER, value BLOB,
 //	                   PRIMARY KEY (ns, identity, name))    -- name '': see below
 //	memstack_counter  (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER)
@@ -37,23 +54,45 @@
 // never share rows). message is store.EncodeMessageAt's JSON, shared with
 // the Redis and PostgreSQL backends; it carries the message's time (its
 // "at" field: store.AppendTime of the Append, which a caller sets with
-// memstack.WithTime), so times need no column of their own and schema
-// version 1 is unchanged. Rows written before memstack recorded times have
-// no "at" and read back with a zero store.Record.Time. system marks system
-// messages, which RemovePrefix keeps. Seq is the AUTOINCREMENT rowid, which
-// SQLite never hands out twice, not even after the rows are deleted (by
-// RemovePrefix, Clear or Forget), so Seqs increase strictly in append order
-// across the whole file. State versions come from memstack_counter, a
-// single-row counter that only grows; PutState is a compare-and-set
-// (UPDATE … WHERE version = ?). Open registers its namespace in
-// memstack_namespaces, so Forget finds every namespace's rows through the
-// (ns, identity) keys — no second index on identity slows every Append
-// down.
+// memstack.WithTime), so times need no column of their own. Rows written
+// before memstack recorded times have no "at" and read back with a zero
+// store.Record.Time. system marks system messages, which RemovePrefix
+// keeps. Seq is the AUTOINCREMENT rowid, which SQLite never hands out
+// twice, not even after the rows are deleted (by RemovePrefix, Clear or
+// Forget), so Seqs increase strictly in append order across the whole
+// file. State versions come from memstack_counter, a single-row counter
+// that only grows; PutState is a compare-and-set (UPDATE … WHERE version
+// = ?). Open and New register their namespace in memstack_namespaces, so
+// Forget finds every namespace's rows through the (ns, identity) keys — no
+// second index on identity slows every Append down.
+//
+// memstack_stat holds one row per conversation with messages: how many it
+// has and its first and last Seq, which Stat — called by every memory on
+// every load — reads with one primary-key lookup, in the same time at 100k
+// messages as at 10 (count(*) over the messages took about 30 ms at
+// 100k).
+// Every write keeps the row in step in its own transaction: Append adds
+// its messages (one row update per conversation per group commit),
+// RemovePrefix and Rewrite take the new bounds from two seeks of the
+// (ns, identity, seq) index, Clear, Forget and ForgetScope delete it. So
+// Stat agrees with All at every moment; a conversation without messages
+// has no row. (A count that disagrees with the bounds — rows changed
+// behind the store's back — is recounted by the next RemovePrefix or
+// Rewrite.)
+//
+// Version 2 added memstack_stat. A file of version 1 is migrated by the
+// first Open or New of this build: the table is created and filled from
+// the messages (one pass over the index: about a second per million
+// messages) and the version set to 2, all in one transaction, which a
+// failure rolls back whole; meanwhile other processes wait for the write
+// lock as for any write (New waits up to 30 s, Open as long as its ctx
+// allows). A build of version 1 refuses the migrated file; stop processes
+// of an older build before a newer one opens the file, since one that
+// already has it open would go on writing without counting.
 //
 // Absent versions (see package store, "Cleared means gone, across
 // replicas") live in memstack_state too, as rows under names no caller can
-// use (store.CheckStateName refuses the empty name), so schema version 1
-// is unchanged:
+// use (store.CheckStateName refuses the empty name):
 //
 //	(ns, identity, '')  -- identity's Clear mark in ns: its absent version
 //	('', '', '')        -- the file-wide forgotten version
@@ -69,27 +108,75 @@
 // the best one wins — so it sees a Clear or Forget all before or all
 // after. No namespace is empty (WithNamespace refuses it) and no identity
 // key is (memstack.Identity.Key always has two colons), so a reserved row
-// is never a caller's. A build from before these rows ignores them: it
-// never reads the empty name, and its Clear and Forget delete marks like
-// any other state row.
+// is never a caller's.
 //
-// # Concurrency and durability
+// # Forgetting a user
+//
+// The keys of every conversation of a user (a tenant) share a prefix
+// (store.Scope.KeyPrefix), so in each namespace they are one range of the
+// (ns, identity, …) keys of every table. Identities reads the memstack_stat
+// and memstack_state keys of the range; Export reads the messages and
+// state of the range in one read transaction, a snapshot of the file;
+// ForgetScope, in one write transaction, draws a fresh forgotten version
+// first (so a commit that read any of the state before conflicts) and then
+// deletes the range from memstack_messages, memstack_state (values and
+// Clear marks) and memstack_stat in every namespace: no row of the scope
+// is left and no other row changes. A large scope makes a long
+// transaction, during which other writers wait.
+//
+// Deleting rows does not erase their bytes: SQLite keeps them in free
+// pages of the file and in the WAL until it reuses the space. Where the
+// bytes themselves must go, give New a database opened with
+// _pragma=secure_delete(1) (SQLite then zeroes deleted content) and run
+// PRAGMA wal_checkpoint(TRUNCATE) after ForgetScope — or VACUUM the file.
+//
+// # Concurrency
 //
 // The file is in WAL mode, so readers never block the writer and the writer
-// never blocks readers; every read is one statement and so sees a
-// consistent snapshot — never half a turn. Writes run in BEGIN IMMEDIATE
-// transactions: an Append of several messages is one transaction, stored
-// whole or not at all. Within one Store writes are serialised by a
-// semaphore (a waiting writer honours its ctx), and Appends that wait at
-// the same moment are committed together in one transaction (group commit:
-// each Append's messages stay contiguous and all-or-nothing, and 32
-// concurrent conversations cost a few commits instead of 32); between
-// processes or
-// Stores on the same file, SQLite's lock does it, waiting up to the busy
-// timeout (WithBusyTimeout, default 5 s) and then retrying with backoff
-// until the call's ctx is done. synchronous=NORMAL is the default: in WAL
-// mode a crash of the process loses nothing; a power failure may lose the
-// last commits. WithSynchronous("FULL") syncs every commit.
+// never blocks readers; every read is one statement (Export one read
+// transaction) and so sees a consistent snapshot — never half a turn.
+// Every write transaction takes the write lock with its first statement
+// (what BEGIN IMMEDIATE does, whatever BEGIN the driver issues): an Append
+// of several messages is one transaction, stored whole or not at all.
+// Within one Store writes are serialised by a semaphore (a waiting writer
+// honours its ctx), and Appends that wait at the same moment are committed
+// together in one transaction (group commit: each Append's messages stay
+// contiguous and all-or-nothing, and 32 concurrent conversations cost a
+// few commits instead of 32); between processes or Stores on the same
+// file, SQLite's lock does it, waiting up to the busy timeout
+// (WithBusyTimeout, default 5 s) and then retrying with backoff until the
+// call's ctx is done.
+//
+// # Durability
+//
+// A commit appends the transaction's pages to the WAL (the -wal file next
+// to the database); checkpoints copy them into the database file later
+// (SQLite runs one whenever the WAL passes 1000 pages). What a crash can
+// take back depends on the synchronous setting — WithSynchronous for Open,
+// the DSN of the application's database for New:
+//
+//   - NORMAL, the default: a commit writes the WAL without syncing it;
+//     the WAL is synced at checkpoints. A crash of the process (a panic,
+//     kill -9, the OOM killer) loses nothing that was committed: the
+//     operating system has the pages. A power loss or an operating-system
+//     crash may take back the commits since the last sync — whole
+//     transactions, never half a turn, and the file stays consistent — so
+//     an Append that returned nil may be gone after a power cut.
+//   - FULL: the WAL is synced (fsync) at every commit, so a commit that
+//     returned survives a power loss too, given a disk that honours fsync.
+//     Every commit waits for the disk to confirm the write (a fraction of
+//     a millisecond on a server SSD, milliseconds on consumer, network or
+//     spinning disks); group commit shares one sync among the Appends
+//     that wait together.
+//   - OFF: nothing is ever synced. A process crash still loses nothing,
+//     but a power loss or an operating-system crash may corrupt the file.
+//
+// The database, -wal and -shm files are one database: back them up
+// together (or with VACUUM INTO), never the .db file alone while a process
+// has it open. WAL needs memory shared between the processes of one host,
+// so the file must not be on a network file system.
+//
+// # Errors
 //
 // A stored message that does not decode is reported as an error naming the
 // identity and Seq (wrapping store.ErrCorrupt); other identities stay
@@ -115,10 +202,6 @@ import (
 	"github.com/memstack/memstack/store"
 )
 
-// SchemaVersion is the version of the schema this package creates and
-// reads.
-const SchemaVersion = 1
-
 // DefaultNamespace is the namespace of a Store opened without
 // WithNamespace.
 const DefaultNamespace = "default"
@@ -130,7 +213,8 @@ var ErrClosed = errors.New("sqlitestore: store is closed")
 // multiple goroutines; several Stores and processes may share one file.
 type Store struct {
 	db     *sql.DB
-	path   string
+	ownsDB bool   // Open opened db and Close closes it; New's db is the caller's
+	path   string // the file, for errors
 	ns     string
 	cfg    config
 	writer chan struct{} // a one-slot semaphore serialising this Store's writes
@@ -139,12 +223,16 @@ type Store struct {
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
-	stmtInsert, stmtLast, stmtAll, stmtStat, stmtGetState *sql.Stmt
+	stmtLock, stmtInsert, stmtBump, stmtLast, stmtAll, stmtStat, stmtGetState *sql.Stmt
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Rewriter = (*Store)(nil)
+	_ store.Users    = (*Store)(nil)
+)
 
-// Option configures Open.
+// Option configures Open or New.
 type Option func(*config) error
 
 type config struct {
@@ -152,6 +240,9 @@ type config struct {
 	busyTimeout time.Duration
 	synchronous string
 	maxConns    int
+	// openOnly names the options given that configure a database Open
+	// opens, which New refuses: New's database is the caller's.
+	openOnly []string
 }
 
 // WithNamespace sets the namespace (the memory layer's name) every row this
@@ -170,25 +261,30 @@ func WithNamespace(ns string) Option {
 
 // WithBusyTimeout sets how long one attempt waits for another process's
 // write lock before the Store backs off and retries (as long as the call's
-// ctx allows). It must be at least 1 ms. Default 5 s.
+// ctx allows). It must be at least 1 ms. Default 5 s. For Open only: with
+// New, the busy timeout is the one the application's database has.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {
 			return fmt.Errorf("sqlitestore: WithBusyTimeout: %v is less than 1ms", d)
 		}
 		c.busyTimeout = d
+		c.openOnly = append(c.openOnly, "WithBusyTimeout")
 		return nil
 	}
 }
 
 // WithSynchronous sets SQLite's synchronous pragma: "NORMAL" (the default;
-// in WAL mode durable across process crashes), "FULL" (every commit is
-// synced: durable across power failures, slower) or "OFF".
+// durable across process crashes, a power failure may take back the last
+// commits), "FULL" (every commit is synced: durable across power failures,
+// slower) or "OFF" (see "Durability" in the package documentation). For
+// Open only: with New, the application's database has its own setting.
 func WithSynchronous(mode string) Option {
 	return func(c *config) error {
 		switch m := strings.ToUpper(mode); m {
 		case "OFF", "NORMAL", "FULL":
 			c.synchronous = m
+			c.openOnly = append(c.openOnly, "WithSynchronous")
 			return nil
 		}
 		return fmt.Errorf("sqlitestore: WithSynchronous: %q is not OFF, NORMAL or FULL", mode)
@@ -197,29 +293,40 @@ func WithSynchronous(mode string) Option {
 
 // WithMaxOpenConns caps the connections of the Store's pool (readers run
 // concurrently on them; writes use one at a time). It must be at least 1.
-// Default 16.
+// Default 16. For Open only: New uses the application's pool as it is.
 func WithMaxOpenConns(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
 			return fmt.Errorf("sqlitestore: WithMaxOpenConns: %d is less than 1", n)
 		}
 		c.maxConns = n
+		c.openOnly = append(c.openOnly, "WithMaxOpenConns")
 		return nil
 	}
 }
 
-// Open opens (creating if needed) the SQLite database file at path and
-// returns a Store over it. The file is put in WAL mode and the schema is
-// created if it is missing. ctx bounds the opening; it is not kept.
-func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+// configure applies opts to the defaults; op names the constructor.
+func configure(op string, opts []Option) (config, error) {
 	cfg := config{ns: DefaultNamespace, busyTimeout: 5 * time.Second, synchronous: "NORMAL", maxConns: 16}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: sqlitestore: Open: nil option", store.ErrInvalidArgument)
+			return config{}, fmt.Errorf("%w: sqlitestore: %s: nil option", store.ErrInvalidArgument, op)
 		}
 		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
+			return config{}, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 		}
+	}
+	return cfg, nil
+}
+
+// Open opens (creating if needed) the SQLite database file at path and
+// returns a Store over it. The file is put in WAL mode and the schema is
+// created, or migrated from an older version, if needed (see "Schema").
+// ctx bounds the opening; it is not kept.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg, err := configure("Open", opts)
+	if err != nil {
+		return nil, err
 	}
 	if path == "" {
 		return nil, fmt.Errorf("%w: sqlitestore: Open: path is empty", store.ErrInvalidArgument)
@@ -234,7 +341,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
-	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_synchronous=%s",
+	dsn := fmt.Sprintf("file:%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=%s",
 		escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.synchronous)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -243,12 +350,118 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetMaxOpenConns(cfg.maxConns)
 	db.SetMaxIdleConns(cfg.maxConns)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, path: path, ns: cfg.ns, cfg: cfg, writer: make(chan struct{}, 1)}
+	s := &Store{db: db, ownsDB: true, path: path, ns: cfg.ns, cfg: cfg, writer: make(chan struct{}, 1)}
 	if err := s.init(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// newTimeout bounds New, which has no ctx: how long it may wait for the
+// write lock (another process creating or migrating the schema) and run.
+const newTimeout = 30 * time.Second
+
+// New returns a Store over the application's own database db, which must
+// have been opened with modernc.org/sqlite's driver (sql.Open("sqlite", …)
+// or sql.OpenDB(sqlite.NewConnector(…))). It creates or migrates the schema
+// as Open does (see "Schema"), waiting at most 30 s for the write lock,
+// and leaves every other table of the database alone. Close closes the
+// Store's prepared statements, never db: the application keeps using it.
+//
+// New sets no pragma on the application's connections; it checks what it
+// needs and refuses, with an error wrapping store.ErrInvalidArgument that
+// names the fix, a database that
+//
+//   - is not in WAL mode (journal_mode is kept in the file: open it once
+//     with _pragma=journal_mode(WAL) in the DSN, or run PRAGMA
+//     journal_mode=WAL); an in-memory database cannot be;
+//   - has no busy timeout (busy_timeout is per connection: put
+//     _pragma=busy_timeout(5000) in the DSN, so every connection of the
+//     pool has it);
+//   - is query_only.
+//
+// Everything else is the application's: synchronous sets the durability
+// (see "Durability"; NORMAL or FULL), foreign_keys and the transaction
+// lock mode (_txlock) do not matter — the tables have no foreign keys, and
+// every write transaction of the Store takes the write lock with its first
+// statement, whatever BEGIN the driver issues. The Store shares db's pool:
+// a write holds one connection for its transaction, a read one for its
+// statement, so a pool of one connection works but serialises everything.
+// WithSynchronous, WithBusyTimeout and WithMaxOpenConns configure a
+// database Open opens; New refuses them.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	cfg, err := configure("New", opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.openOnly) > 0 {
+		return nil, fmt.Errorf("%w: sqlitestore: New: %s configure a database Open opens; set them on your *sql.DB (in its DSN) instead",
+			store.ErrInvalidArgument, strings.Join(cfg.openOnly, ", "))
+	}
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqlitestore: New: db is nil", store.ErrInvalidArgument)
+	}
+	if _, ok := db.Driver().(*sqlite.Driver); !ok {
+		return nil, fmt.Errorf("%w: sqlitestore: New: the *sql.DB uses driver %T, not modernc.org/sqlite's (sql.Open(\"sqlite\", …))",
+			store.ErrInvalidArgument, db.Driver())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+	defer cancel()
+	path, err := checkDB(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: New(%s): %w", path, err)
+	}
+	s := &Store{db: db, path: path, ns: cfg.ns, cfg: cfg, writer: make(chan struct{}, 1)}
+	if err := s.init(ctx); err != nil {
+		_ = s.closeStmts()
+		return nil, fmt.Errorf("sqlitestore: New(%s): %w", path, err)
+	}
+	return s, nil
+}
+
+// checkDB checks, on one connection of db, what New needs of it, and
+// returns the database's file name (or a description of it).
+func checkDB(ctx context.Context, db *sql.DB) (string, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return "database", fmt.Errorf("connecting: %w", err)
+	}
+	defer conn.Close()
+	path := "database"
+	var file sql.NullString
+	if err := conn.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+		return path, fmt.Errorf("reading the database's file name: %w", err)
+	}
+	if file.String != "" {
+		path = file.String
+	} else {
+		path = "in-memory database"
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return path, fmt.Errorf("reading the journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return path, fmt.Errorf("%w: the database is in journal mode %q, and the store needs WAL: open it with _pragma=journal_mode(WAL) in the DSN, or run PRAGMA journal_mode=WAL once (it is kept in the file; an in-memory database cannot be in WAL mode)",
+			store.ErrInvalidArgument, mode)
+	}
+	var timeout int64
+	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&timeout); err != nil {
+		return path, fmt.Errorf("reading the busy timeout: %w", err)
+	}
+	if timeout <= 0 {
+		return path, fmt.Errorf("%w: the database's connections have no busy timeout, so a connection fails as soon as another holds the write lock: put _pragma=busy_timeout(5000) in the DSN, so that every connection of the pool has one",
+			store.ErrInvalidArgument)
+	}
+	var queryOnly int
+	if err := conn.QueryRowContext(ctx, `PRAGMA query_only`).Scan(&queryOnly); err != nil {
+		return path, fmt.Errorf("reading query_only: %w", err)
+	}
+	if queryOnly != 0 {
+		return path, fmt.Errorf("%w: the database is query_only, and the store writes", store.ErrInvalidArgument)
+	}
+	return path, nil
 }
 
 // escapeURIPath escapes a file path for a SQLite "file:" URI: everything
@@ -266,94 +479,35 @@ func escapeURIPath(p string) string {
 	return b.String()
 }
 
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS memstack_schema (version INTEGER NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS memstack_messages (
-		seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-		ns       TEXT    NOT NULL,
-		identity TEXT    NOT NULL,
-		system   INTEGER NOT NULL,
-		message  BLOB    NOT NULL
-	)`,
-	`CREATE INDEX IF NOT EXISTS memstack_messages_conv ON memstack_messages (ns, identity, seq)`,
-	`CREATE TABLE IF NOT EXISTS memstack_state (
-		ns       TEXT    NOT NULL,
-		identity TEXT    NOT NULL,
-		name     TEXT    NOT NULL,
-		version  INTEGER NOT NULL,
-		value    BLOB    NOT NULL,
-		PRIMARY KEY (ns, identity, name)
-	) WITHOUT ROWID`,
-	`CREATE TABLE IF NOT EXISTS memstack_namespaces (ns TEXT PRIMARY KEY) WITHOUT ROWID`,
-	`CREATE TABLE IF NOT EXISTS memstack_counter (
-		id    INTEGER PRIMARY KEY CHECK (id = 1),
-		value INTEGER NOT NULL
-	)`,
-	`INSERT OR IGNORE INTO memstack_counter (id, value) VALUES (1, 0)`,
-}
-
-// init creates the schema if needed, checks its version and prepares the
-// frequent statements.
-func (s *Store) init(ctx context.Context) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for _, q := range schema {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("creating the schema: %w", err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO memstack_namespaces (ns) VALUES (?)`, s.ns); err != nil {
-			return fmt.Errorf("registering namespace %q: %w", s.ns, err)
-		}
-		var v int
-		err := tx.QueryRowContext(ctx, `SELECT version FROM memstack_schema`).Scan(&v)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			_, err = tx.ExecContext(ctx, `INSERT INTO memstack_schema (version) VALUES (?)`, SchemaVersion)
-			return err
-		case err != nil:
-			return fmt.Errorf("reading the schema version: %w", err)
-		case v > SchemaVersion:
-			return fmt.Errorf("the file has schema version %d; this build knows up to %d", v, SchemaVersion)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	var mode string
-	if err := s.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
-		return fmt.Errorf("reading the journal mode: %w", err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("the file is in journal mode %q, not WAL", mode)
-	}
-	prepare := []struct {
-		dst **sql.Stmt
-		q   string
-	}{
-		{&s.stmtInsert, `INSERT INTO memstack_messages (ns, identity, system, message) VALUES (?, ?, ?, ?)`},
-		{&s.stmtLast, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq DESC LIMIT ?`},
-		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
-		{&s.stmtStat, `SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM memstack_messages WHERE ns = ? AND identity = ?`},
-		{&s.stmtGetState, getStateQuery},
-	}
-	for _, p := range prepare {
-		st, err := s.db.PrepareContext(ctx, p.q)
-		if err != nil {
-			return fmt.Errorf("preparing statements: %w", err)
-		}
-		*p.dst = st
-	}
-	return nil
-}
-
-// Close closes the database. Calls after Close return an error wrapping
-// ErrClosed; Close is idempotent.
+// Close closes the Store. A Store from Open closes its database; one from
+// New closes only its prepared statements and leaves the application's
+// database open. Calls after Close return an error wrapping ErrClosed;
+// Close is idempotent.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return s.db.Close()
+	if s.ownsDB {
+		if err := s.db.Close(); err != nil {
+			return fmt.Errorf("sqlitestore: closing %s: %w", s.path, err)
+		}
+		return nil
+	}
+	if err := s.closeStmts(); err != nil {
+		return fmt.Errorf("sqlitestore: closing the statements of %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// closeStmts closes the prepared statements.
+func (s *Store) closeStmts() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtAll, s.stmtStat, s.stmtGetState} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Namespace returns the Store's namespace.
@@ -361,14 +515,20 @@ func (s *Store) Namespace() string { return s.ns }
 
 // begin checks that the Store is open and ctx is not done.
 func (s *Store) begin(ctx context.Context, op string, id memstack.Identity) error {
+	return s.check(ctx, op+" of "+id.Key())
+}
+
+// check is begin for a call described by what ("Append of t:u:c",
+// "ForgetScope of user \"u\" of tenant \"t\"").
+func (s *Store) check(ctx context.Context, what string) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: sqlitestore: %s of %s: nil context", store.ErrInvalidArgument, op, id.Key())
+		return fmt.Errorf("%w: sqlitestore: %s: nil context", store.ErrInvalidArgument, what)
 	}
 	if s.closed.Load() {
-		return fmt.Errorf("sqlitestore: %s of %s: %w", op, id.Key(), ErrClosed)
+		return fmt.Errorf("sqlitestore: %s: %w", what, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: %s of %s: %w", op, id.Key(), err)
+		return fmt.Errorf("sqlitestore: %s: %w", what, err)
 	}
 	return nil
 }
@@ -377,13 +537,18 @@ func (s *Store) begin(ctx context.Context, op string, id memstack.Identity) erro
 // by it (SQLite reports an interrupt, not the context's error) and
 // ErrClosed when the Store was closed under it.
 func (s *Store) fail(ctx context.Context, op string, id memstack.Identity, err error) error {
+	return s.failed(ctx, op+" of "+id.Key(), err)
+}
+
+// failed is fail for a call described by what (see check).
+func (s *Store) failed(ctx context.Context, what string, err error) error {
 	switch {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
-		return fmt.Errorf("sqlitestore: %s of %s: %w (%w)", op, id.Key(), ctx.Err(), err)
+		return fmt.Errorf("sqlitestore: %s: %w (%w)", what, ctx.Err(), err)
 	case s.closed.Load() && !errors.Is(err, ErrClosed):
-		return fmt.Errorf("sqlitestore: %s of %s: %w (%w)", op, id.Key(), ErrClosed, err)
+		return fmt.Errorf("sqlitestore: %s: %w (%w)", what, ErrClosed, err)
 	}
-	return fmt.Errorf("sqlitestore: %s of %s: %w", op, id.Key(), err)
+	return fmt.Errorf("sqlitestore: %s: %w", what, err)
 }
 
 // busy reports whether err is SQLite's "database is locked" (another
@@ -397,9 +562,19 @@ func busy(err error) bool {
 	return false
 }
 
-// write runs fn in a BEGIN IMMEDIATE transaction and commits it, retrying
-// the whole transaction while the database is locked by another connection
-// and ctx allows. fn must be safe to run more than once.
+// lockSQL is the first statement of every write transaction: a write that
+// changes nothing, so the transaction takes the write lock (waiting up to
+// the busy timeout) before it reads anything — what BEGIN IMMEDIATE does,
+// whatever BEGIN the driver issued (New's database may have any _txlock).
+// A transaction that read first could find, at its first write, that
+// another connection wrote since its snapshot (SQLITE_BUSY_SNAPSHOT, which
+// no busy timeout waits out).
+const lockSQL = `DELETE FROM memstack_schema WHERE 0`
+
+// write runs fn in a transaction that holds the write lock from its first
+// statement and commits it, retrying the whole transaction while the
+// database is locked by another connection and ctx allows. fn must be safe
+// to run more than once.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	select {
 	case s.writer <- struct{}{}:
@@ -412,9 +587,19 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // writeLocked is write for a caller that holds the writer semaphore.
 func (s *Store) writeLocked(ctx context.Context, fn func(*sql.Tx) error) error {
+	lock := func(tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, s.stmtLock).ExecContext(ctx)
+		return err
+	}
+	return s.retry(ctx, func() error { return s.tryWrite(ctx, lock, fn) })
+}
+
+// retry runs attempt until it succeeds, fails with an error other than
+// SQLite's busy, or ctx is done, backing off between attempts.
+func (s *Store) retry(ctx context.Context, attempt func() error) error {
 	backoff := time.Millisecond
 	for {
-		err := s.tryWrite(ctx, fn)
+		err := attempt()
 		if err == nil || !busy(err) {
 			return err
 		}
@@ -429,9 +614,14 @@ func (s *Store) writeLocked(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 }
 
-func (s *Store) tryWrite(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock=immediate)
+// tryWrite runs lock, then fn, in one transaction, and commits it.
+func (s *Store) tryWrite(ctx context.Context, lock, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		return err
+	}
+	if err := lock(tx); err != nil {
+		_ = tx.Rollback()
 		return err
 	}
 	if err := fn(tx); err != nil {
@@ -498,13 +688,20 @@ func (s *Store) All(ctx context.Context, id memstack.Identity) ([]store.Record, 
 	return recs, nil
 }
 
-// Stat implements store.Store.
+// Stat implements store.Store: one primary-key lookup in memstack_stat,
+// which every write keeps in step with the messages in its own
+// transaction, so Stat agrees with All at every moment and costs the same
+// at 10 messages as at 100k.
 func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
 	if err := s.begin(ctx, "Stat", id); err != nil {
 		return store.Stat{}, err
 	}
 	var st store.Stat
-	if err := s.stmtStat.QueryRowContext(ctx, s.ns, id.Key()).Scan(&st.Count, &st.FirstSeq, &st.LastSeq); err != nil {
+	err := s.stmtStat.QueryRowContext(ctx, s.ns, id.Key()).Scan(&st.Count, &st.FirstSeq, &st.LastSeq)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Stat{}, nil
+	case err != nil:
 		return store.Stat{}, s.fail(ctx, "Stat", id, err)
 	}
 	return st, nil
@@ -515,16 +712,19 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	if err := s.begin(ctx, "RemovePrefix", id); err != nil {
 		return 0, err
 	}
+	key := id.Key()
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`DELETE FROM memstack_messages WHERE ns = ? AND identity = ? AND seq <= ? AND system = 0`,
-			s.ns, id.Key(), through)
+			s.ns, key, through)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return restat(ctx, tx, s.ns, key, -n)
 	})
 	if err != nil {
 		return 0, s.fail(ctx, "RemovePrefix", id, err)
@@ -556,6 +756,26 @@ func drawVersion(ctx context.Context, tx *sql.Tx) (int64, error) {
 	return v, nil
 }
 
+// moveForgotten draws a fresh file-wide forgotten version and stores it
+// in its reserved row (empty ns, identity and name): Forget and
+// ForgetScope do it first.
+func moveForgotten(ctx context.Context, tx *sql.Tx) error {
+	forgotten, err := drawVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', '', '', ?, X'')
+			ON CONFLICT (ns, identity, name) DO UPDATE SET version = excluded.version`, forgotten); err != nil {
+		return fmt.Errorf("storing the forgotten version: %w", err)
+	}
+	return nil
+}
+
+// namespacesSQL lists every namespace of the file (Open and New register
+// theirs before they write); the empty ns of the forgotten version's
+// row is none.
+const namespacesSQL = `SELECT ns FROM memstack_namespaces WHERE ns <> ''`
+
 // readState runs getStateQuery through st (s.stmtGetState or its copy in
 // a transaction): a present value has a non-nil Value, an absent one a nil
 // Value and the name's absent version.
@@ -583,26 +803,39 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 		return err
 	}
 	key := id.Key()
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages WHERE ns = ? AND identity = ?`, s.ns, key); err != nil {
-			return err
-		}
-		// Every state row of the identity goes, its old mark included.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ?`, s.ns, key); err != nil {
-			return err
-		}
-		mark, err := drawVersion(ctx, tx)
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx,
-			`INSERT INTO memstack_state (ns, identity, name, version, value) VALUES (?, ?, '', ?, X'')`, s.ns, key, mark)
-		return err
-	})
+	err := s.write(ctx, func(tx *sql.Tx) error { return clearTx(ctx, tx, s.ns, key) })
 	if err != nil {
 		return s.fail(ctx, "Clear", id, err)
 	}
 	return nil
+}
+
+// clearTx removes the messages and state of key in ns and gives it a
+// fresh Clear mark: Clear, and Rewrite with reset.
+func clearTx(ctx context.Context, tx *sql.Tx, ns, key string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages WHERE ns = ? AND identity = ?`, ns, key); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_stat WHERE ns = ? AND identity = ?`, ns, key); err != nil {
+		return err
+	}
+	return resetState(ctx, tx, ns, key)
+}
+
+// resetState removes the state values of key in ns and gives it a fresh
+// Clear mark.
+func resetState(ctx context.Context, tx *sql.Tx, ns, key string) error {
+	// Every state row of the identity goes, its old mark included.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ?`, ns, key); err != nil {
+		return err
+	}
+	mark, err := drawVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx,
+		`INSERT INTO memstack_state (ns, identity, name, version, value) VALUES (?, ?, '', ?, X'')`, ns, key, mark)
+	return err
 }
 
 // Forget implements store.Store: in one transaction it moves the file-wide
@@ -614,24 +847,22 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	}
 	key := id.Key()
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		forgotten, err := drawVersion(ctx, tx)
-		if err != nil {
+		if err := moveForgotten(ctx, tx); err != nil {
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', '', '', ?, X'')
-				ON CONFLICT (ns, identity, name) DO UPDATE SET version = excluded.version`, forgotten); err != nil {
-			return fmt.Errorf("storing the forgotten version: %w", err)
 		}
 		// Every namespace that has rows is registered (Open does it), and
-		// the IN list lets both deletes seek the (ns, identity, …) keys.
+		// the IN list lets every delete seek the (ns, identity, …) keys.
 		// ns '' is never a namespace: the forgotten version stays.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_messages
-				WHERE ns IN (SELECT ns FROM memstack_namespaces WHERE ns <> '') AND identity = ?`, key); err != nil {
-			return err
+		for _, q := range []string{
+			`DELETE FROM memstack_messages WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_state WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_stat WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, key); err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM memstack_state
-				WHERE ns IN (SELECT ns FROM memstack_namespaces WHERE ns <> '') AND identity = ?`, key)
-		return err
+		return nil
 	})
 	if err != nil {
 		return s.fail(ctx, "Forget", id, err)

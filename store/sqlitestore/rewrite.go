@@ -1,0 +1,71 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// Rewrite implements store.Rewriter in one transaction: it deletes the
+// identity's messages with Seq <= through in this Store's namespace
+// (system messages too), with reset removes its state values and gives it
+// a fresh Clear mark as Clear does, inserts msgs — new Seqs from the
+// file's AUTOINCREMENT, after every Seq before, dated
+// store.AppendTime(ctx) — and brings its memstack_stat row up to date. A
+// reader sees the conversation from before or from after; a failure
+// changes nothing.
+func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error) {
+	if err := s.begin(ctx, "Rewrite", id); err != nil {
+		return 0, err
+	}
+	rows := make([]appendRow, len(msgs))
+	if len(msgs) > 0 {
+		at := store.AppendTime(ctx)
+		if err := store.CheckTime(at); err != nil {
+			return 0, fmt.Errorf("sqlitestore: Rewrite of %s: %w", id.Key(), err)
+		}
+		for i, m := range msgs {
+			data, err := store.EncodeMessageAt(m, at)
+			if err != nil {
+				return 0, fmt.Errorf("sqlitestore: Rewrite of %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
+			}
+			rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
+		}
+	}
+	key := id.Key()
+	var removed int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`DELETE FROM memstack_messages WHERE ns = ? AND identity = ? AND seq <= ?`, s.ns, key, through)
+		if err != nil {
+			return err
+		}
+		if removed, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		if reset {
+			if err := resetState(ctx, tx, s.ns, key); err != nil {
+				return fmt.Errorf("resetting the state: %w", err)
+			}
+		}
+		ins := tx.StmtContext(ctx, s.stmtInsert)
+		for _, row := range rows {
+			if _, err := ins.ExecContext(ctx, s.ns, key, row.system, row.data); err != nil {
+				return err
+			}
+		}
+		if removed == 0 && len(rows) == 0 {
+			return nil
+		}
+		return restat(ctx, tx, s.ns, key, int64(len(rows))-removed)
+	})
+	if err != nil {
+		return 0, s.fail(ctx, "Rewrite", id, err)
+	}
+	return int(removed), nil
+}
