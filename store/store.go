@@ -203,6 +203,10 @@ type Messages interface {
 	Stat(ctx context.Context, id memstack.Identity) (Stat, error)
 	// RemovePrefix removes every non-system message of id whose Seq is at
 	// most through, and returns how many it removed. System messages stay.
+	// A backend may remove a long prefix in several steps, oldest first
+	// (redisstore does, 1,000 messages at a time, so the server is never
+	// blocked for long): a reader meanwhile may see part of it gone, never
+	// a gap; after an error, calling again finishes the removal.
 	RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error)
 	// Clear removes every message of id, system messages included, and
 	// every state value of id, in this store's namespace, and gives id a

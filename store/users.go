@@ -84,7 +84,8 @@ type Users interface {
 	// ForgetScope removes everything of every identity within scope, in
 	// every namespace — messages, state and Clear marks — and nothing of
 	// any other identity, and returns how many identities it removed. Like
-	// Forget, it first draws a fresh store-wide absent version, so commits
+	// Forget, it first moves the absent version of every identity it
+	// removes (a store-wide one, or one per Redis Cluster slot), so commits
 	// that read before it conflict. A failure part-way leaves some
 	// identities forgotten and the rest whole; calling it again finishes.
 	ForgetScope(ctx context.Context, scope Scope) (int, error)

@@ -203,6 +203,13 @@ func faultAppend(t *testing.T, s store.Store, p *FaultProxy) {
 func faultPutState(t *testing.T, s store.Store, p *FaultProxy) {
 	id := memstack.Identity{Tenant: "acme", User: "faults", Conversation: "state"}
 	ctx := context.Background()
+	// A first write through the proxy, so the replies the loop loses are
+	// those of the PutState itself, not of a backend's set-up (a script
+	// load, a prepared statement).
+	warm, err := s.GetState(ctx, id, "warm-up")
+	require.NoError(t, err)
+	_, err = s.PutState(ctx, id, "warm-up", []byte("x"), warm.Version)
+	require.NoError(t, err, "the proxy passes traffic")
 	fired := 0
 	for n := 1; n <= faultPoints; n++ {
 		var st store.State

@@ -32,8 +32,15 @@
 // kit uses that to check that data survives closing and reopening the store
 // and that two clients writing the same conversation lose nothing. Each
 // subtest uses a fresh, unique ns — lower-case letters, digits and '_',
-// starting with a letter, at most 24 bytes, so it fits a table prefix, a key
-// prefix or a file name — so subtests never see each other's data. The kit
+// starting with a letter, at most 27 bytes, so it fits a table prefix, a key
+// prefix or a file name — so subtests never see each other's data. Some
+// subtests also open ns+"_b": it must be another namespace of the same
+// backend data (the same file, server or database — what Forget and the
+// Users calls reach), so that Clear can be told from Forget; an Opener that
+// maps each ns to a backend of its own (a file per ns) must map ns+"_b" to
+// ns's. The Users cases write identities of a tenant of their own
+// ("acme-"+ns), so other subtests' data in the backend does not disturb
+// them. The kit
 // closes every store it opens that implements io.Closer; an Opener for an
 // in-process store that cannot be closed returns the same value for the same
 // ns (see inmemory_test.go in this package).

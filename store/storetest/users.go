@@ -192,24 +192,29 @@ func usersOf(t *testing.T, s store.Store) store.Users {
 	return u
 }
 
+// tenant returns the tenant the Users cases of this subtest write: one
+// of its own, because Users calls reach every namespace of the backend,
+// and other subtests' data lives there too.
+func (e *env) tenant() string { return "acme-" + e.ns }
+
 // population is the identities the Users cases write: ana's conversations
-// and look-alikes that are not hers.
-func population() (ana, others []memstack.Identity) {
+// in tenant and look-alikes that are not hers.
+func population(tenant string) (ana, others []memstack.Identity) {
 	ana = []memstack.Identity{
-		{Tenant: "acme", User: "ana", Conversation: ""},
-		{Tenant: "acme", User: "ana", Conversation: "c1"},
-		{Tenant: "acme", User: "ana", Conversation: "c:2/*?[x]%_"},
-		{Tenant: "acme", User: "ana", Conversation: "\x00memstack-user-facts"},
+		{Tenant: tenant, User: "ana", Conversation: ""},
+		{Tenant: tenant, User: "ana", Conversation: "c1"},
+		{Tenant: tenant, User: "ana", Conversation: "c:2/*?[x]%_"},
+		{Tenant: tenant, User: "ana", Conversation: "\x00memstack-user-facts"},
 	}
 	others = []memstack.Identity{
-		{Tenant: "acme", User: "anab", Conversation: "c1"},
-		{Tenant: "acme", User: "an", Conversation: "ac1"},
-		{Tenant: "acme", User: "ana:c1", Conversation: ""},
-		{Tenant: "acme", User: "", Conversation: "ana"},
-		{Tenant: "acme:ana", User: "c1", Conversation: ""},
-		{Tenant: "acmeb", User: "ana", Conversation: "c1"},
-		{Tenant: "", User: "ana", Conversation: "c1"},
-		{Tenant: "acme", User: "bob", Conversation: "c1"},
+		{Tenant: tenant, User: "anab", Conversation: "c1"},
+		{Tenant: tenant, User: "an", Conversation: "ac1"},
+		{Tenant: tenant, User: "ana:c1", Conversation: ""},
+		{Tenant: tenant, User: "", Conversation: "ana"},
+		{Tenant: tenant + ":ana", User: "c1", Conversation: ""},
+		{Tenant: tenant + "b", User: "ana", Conversation: "c1"},
+		{Tenant: "", User: tenant + "ana", Conversation: "c1"},
+		{Tenant: tenant, User: "bob", Conversation: "c1"},
 	}
 	return ana, others
 }
@@ -252,34 +257,35 @@ func testUsersIdentities(t *testing.T, e *env) {
 	if namespaced {
 		ss = append(ss, b)
 	}
-	ana, others := population()
+	tenant := e.tenant()
+	ana, others := population(tenant)
 	fill(t, ss, ana[:3])
 	fill(t, ss, others)
 	// A conversation that was cleared holds only its Clear mark.
 	require.NoError(t, a.Clear(e.ctx, ana[3]))
 
-	got, err := u.Identities(e.ctx, store.UserScope("acme", "ana"))
+	got, err := u.Identities(e.ctx, store.UserScope(tenant, "ana"))
 	require.NoError(t, err)
 	assert.Equal(t, sortedKeys(ana), keysOf(got), "every conversation of the user, cleared ones included, by Key, and no other")
 
-	got, err = u.Identities(e.ctx, store.TenantScope("acme"))
+	got, err = u.Identities(e.ctx, store.TenantScope(tenant))
 	require.NoError(t, err)
 	var acme []memstack.Identity
 	for _, id := range append(append([]memstack.Identity{}, ana...), others...) {
-		if id.Tenant == "acme" {
+		if id.Tenant == tenant {
 			acme = append(acme, id)
 		}
 	}
 	assert.Equal(t, sortedKeys(acme), keysOf(got), "every identity of the tenant, and no other")
 
-	got, err = u.Identities(e.ctx, store.UserScope("acme", "nobody"))
+	got, err = u.Identities(e.ctx, store.UserScope(tenant, "nobody"))
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	_, err = u.Identities(e.ctx, store.Scope{Tenant: "acme", User: "ana", AllUsers: true})
+	_, err = u.Identities(e.ctx, store.Scope{Tenant: tenant, User: "ana", AllUsers: true})
 	assert.ErrorIs(t, err, store.ErrInvalidArgument)
 	cctx, cancel := context.WithCancel(e.ctx)
 	cancel()
-	_, err = u.Identities(cctx, store.UserScope("acme", "ana"))
+	_, err = u.Identities(cctx, store.UserScope(tenant, "ana"))
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
@@ -291,14 +297,15 @@ func testUsersExport(t *testing.T, e *env) {
 	if namespaced {
 		ss = append(ss, b)
 	}
-	ana, others := population()
+	tenant := e.tenant()
+	ana, others := population(tenant)
 	fill(t, ss, ana[:2])
 	fill(t, ss, others[:2])
 	require.NoError(t, a.Clear(e.ctx, ana[2]))
 
-	ex, err := u.Export(e.ctx, store.UserScope("acme", "ana"))
+	ex, err := u.Export(e.ctx, store.UserScope(tenant, "ana"))
 	require.NoError(t, err)
-	assert.Equal(t, store.UserScope("acme", "ana"), ex.Scope)
+	assert.Equal(t, store.UserScope(tenant, "ana"), ex.Scope)
 	require.Equal(t, sortedKeys(ana[:3]), keysOfExport(ex))
 	for _, ie := range ex.Identities {
 		if ie.Identity == ana[2] {
@@ -342,8 +349,13 @@ func storeOfNamespace(ss []store.Store, ns string) store.Store {
 }
 
 func testUsersForget(t *testing.T, e *env) {
-	for _, scope := range []store.Scope{store.UserScope("acme", "ana"), store.TenantScope("acme")} {
-		t.Run(scope.String(), func(t *testing.T) {
+	tenant := e.tenant()
+	for _, scope := range []store.Scope{store.UserScope(tenant, "ana"), store.TenantScope(tenant)} {
+		name := "user"
+		if scope.AllUsers {
+			name = "tenant"
+		}
+		t.Run(name, func(t *testing.T) {
 			a := e.store()
 			u := usersOf(t, a)
 			b, namespaced := e.secondNamespace()
@@ -351,7 +363,7 @@ func testUsersForget(t *testing.T, e *env) {
 			if namespaced {
 				ss = append(ss, b)
 			}
-			ana, others := population()
+			ana, others := population(tenant)
 			for _, s := range ss {
 				for _, id := range append(append([]memstack.Identity{}, ana...), others...) {
 					require.NoError(t, s.Forget(e.ctx, id))
