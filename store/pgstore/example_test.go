@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
 )
 
@@ -58,6 +60,32 @@ func ExampleNew() {
 	}
 	_, _ = full, recent
 
-	// A user's request to be forgotten: every namespace, one transaction.
-	_ = transcript.Forget(ctx, memstack.Identity{Tenant: "acme", User: "alice"})
+	// One conversation forgotten: every namespace, one transaction.
+	_ = transcript.Forget(ctx, memstack.Identity{Tenant: "acme", User: "alice", Conversation: "c1"})
+}
+
+// Answer a user's access request and then their request to be forgotten:
+// every conversation of the user, in every namespace under the table
+// prefix, whichever Store of those tables is asked.
+func ExampleStore_ForgetScope() {
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, "postgres://postgres:secret@127.0.0.1:5432/postgres")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	alice := store.UserScope("acme", "alice")
+	export, err := s.Export(ctx, alice)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := export.WriteJSON(os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+	n, err := s.ForgetScope(ctx, alice)
+	if err != nil {
+		log.Fatal(err) // some conversations may be forgotten: call it again
+	}
+	fmt.Println(n, "conversations forgotten")
 }

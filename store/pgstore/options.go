@@ -2,8 +2,9 @@ package pgstore
 
 import (
 	"fmt"
-	"github.com/memstack/memstack/store"
 	"regexp"
+
+	"github.com/memstack/memstack/store"
 )
 
 // DefaultTablePrefix is the table prefix used unless WithTablePrefix sets
@@ -18,8 +19,9 @@ const DefaultNamespace = "default"
 type Option func(*config) error
 
 type config struct {
-	prefix string
-	ns     string
+	prefix     string
+	ns         string
+	withoutDDL bool
 }
 
 func defaultConfig() config {
@@ -75,6 +77,23 @@ func WithNamespace(ns string) Option {
 			}
 		}
 		c.ns = ns
+		return nil
+	}
+}
+
+// WithoutDDL makes New and Open never create or migrate the schema: the
+// tables must already be at SchemaVersion, or New and Open fail with an
+// error wrapping ErrSchemaVersion that says which version they found
+// (none, or an older one). Without it, tables already at SchemaVersion are
+// used as they are too — no DDL runs, so a role with only DML grants
+// opens them either way — but absent or older tables are created or
+// migrated, which needs a role that may (see the package documentation,
+// Roles). Use it where the schema is deployed by a migration step of its
+// own and an application must never change it, or take the locks DDL
+// takes, as a side effect of starting.
+func WithoutDDL() Option {
+	return func(c *config) error {
+		c.withoutDDL = true
 		return nil
 	}
 }

@@ -1,152 +1,3 @@
-// Package pgstore is the PostgreSQL backend of memstack's storage port: a
-// store.Store kept in the tables of a PostgreSQL database, through a pgx v5
-// connection pool, for memory shared by several processes that must survive
-// restarts.
-//
-// # Starting a server
-//
-// Any PostgreSQL 12 or newer works. For a local one on Debian or Ubuntu:
-//
-//	apt-get install postgresql
-//	pg_ctlcluster 15 main start
-//	su postgres -c "psql -c \"ALTER USER postgres PASSWORD 'secret'\""
-//
-// then Open(ctx, "postgres://postgres:secret@127.0.0.1:5432/postgres"). Or
-// with Docker: docker run -e POSTGRES_PASSWORD=secret -p 127.0.0.1:5432:5432 postgres:16.
-// The tests start their own throwaway server (internal/testsvc).
-//
-// # Schema
-//
-// New creates, if they do not exist, one sequence and three tables named
-// after the table prefix (WithTablePrefix, default "memstack_"):
-//
-//	memstack_seq            one counter for every Seq, state version and absent version
-//	memstack_messages       (id_hash, ns, seq) primary key, id_key, system, body
-//	memstack_conversations  (id_hash, ns) primary key, id_key, count, first_seq, last_seq
-//	memstack_state          (id_hash, ns, name) primary key, id_key, version, value;
-//	                        also the reserved rows of absent versions (see State)
-//
-// id_key is memstack.Identity.Key; id_hash is its SHA-256, which is what the
-// indexes hold, so identities of any length (a B-tree entry is limited to
-// about 2.7 kB) are served by the same index. Every query also compares
-// id_key itself. ns is the namespace (WithNamespace, default "default"), so
-// several memory layers can share the tables. The DDL runs in one
-// transaction under a transaction-scoped advisory lock, so stores that
-// create the schema at the same moment, from several pools or processes, do
-// not fail on each other. The tables belong to the store: rows changed
-// behind its back (a conversation's messages without its conversations
-// row, a reserved state row) make Stat or the state's versions wrong.
-//
-// # Messages
-//
-// A message is stored as store.EncodeMessageAt's JSON in a bytea column,
-// not in jsonb or text: PostgreSQL's text types cannot hold a NUL character
-// and jsonb rejects \u0000, while the contract requires any valid string to
-// round-trip byte for byte. The JSON carries the message's time (its "at"
-// field: store.AppendTime of the Append, which a caller sets with
-// memstack.WithTime), with its UTC offset, which a timestamptz column
-// would not keep; so times need no column and the tables are unchanged.
-// Rows written before memstack recorded times have no "at" and read back
-// with a zero store.Record.Time. The system column pins system messages:
-// RemovePrefix is DELETE … WHERE seq <= through AND NOT system.
-//
-// Every write of an identity's rows (Append, RemovePrefix, Clear, Forget,
-// PutState) is one batch of statements, sent in one round trip and run by
-// PostgreSQL as one implicit transaction, that starts by taking a
-// transaction-scoped advisory lock for the identity (pg_advisory_xact_lock
-// on a 64-bit hash of the table prefix and the identity key). Append then
-// inserts one row per message, each drawing its Seq with nextval, and
-// updates the conversation's row in memstack_conversations; a turn is
-// therefore stored whole or not at all. The lock makes appends to one
-// identity take their Seqs one after the other: a second appender draws its
-// values only after the first has committed, so Seqs increase in append
-// (commit) order even with many appenders in many processes, and a reader
-// never sees a higher Seq before a lower one. Writes to different
-// identities do not wait for each other (two identities share a lock only
-// on a 64-bit hash collision, which costs waiting, never correctness).
-// Because every Seq and version comes from one sequence, none is reused
-// after RemovePrefix, Clear or Forget. The sequence must keep CACHE 1 (the
-// default): per-session caching would hand out Seqs out of order.
-//
-// Single-row inserts, rather than one multi-row INSERT … SELECT FROM unnest,
-// are deliberate: PostgreSQL keeps one generic plan for each of them, while
-// it re-plans an INSERT over array parameters on every call, which costs
-// more than the extra statements.
-//
-// Stat reads the conversation's row (count, first and last Seq), so it
-// costs the same for ten messages or ten thousand; memories call it on
-// every load. Last(n) is an index scan of n rows; All reads every row.
-//
-// # State
-//
-// A state value is a row of memstack_state. Absent versions (package
-// store, "Cleared means gone, across replicas") live in the same table, in
-// reserved rows no caller can reach, so the schema is the same as before
-// they existed:
-//
-//   - a Clear mark is the row of the identity and namespace named "" (which
-//     store.CheckStateName rejects, so GetState and PutState never touch
-//     it), with an empty value; its version is the identity's absent
-//     version in that namespace. Clear sets it to a fresh version, also for
-//     an identity with no rows; Forget deletes it with the identity's other
-//     rows.
-//   - the forgotten version is the one row with an empty id_hash (no
-//     SHA-256 is empty), ns "" (WithNamespace rejects it) and name "":
-//     every Forget moves it to a fresh version, and none deletes it, as
-//     Forget deletes by the identity's hash. One row serves every namespace
-//     under the table prefix: all that Forget reaches.
-//
-// The absent version of a name is the identity's mark in the namespace,
-// else the forgotten version, else 0 (no Clear, no Forget yet). Marks and
-// the forgotten version are drawn from memstack_seq like every version, so
-// none is ever reused.
-//
-// GetState is one statement: the value, its version and the absent
-// version come from one snapshot. PutState is one statement, after the
-// identity's advisory lock, in one round trip: the current version is the
-// value's, else the absent version; only when it is expect is the value
-// upserted with the next value of the sequence (or, for a nil value,
-// deleted, returning the absent version). Clear is, in one transaction
-// under the same lock, the deletes of the identity's messages,
-// conversations row and state values in the namespace and the upsert of
-// its mark; Forget is the upsert of the forgotten row, then the deletes of
-// every row of the identity under the table prefix, marks included.
-// Because PutState, Clear and Forget of one identity hold its lock in
-// turn, a PutState racing a Clear or Forget, from any pool or process,
-// either commits before it, and is removed by it, or runs after it, and
-// then conflicts unless it expected the new absent version (see PutState
-// for why a row lock would not do).
-//
-// This relies on read committed, PostgreSQL's default isolation: each
-// statement sees what was committed when it started, so the statements
-// after the lock see all that the lock's previous holder committed. The
-// sessions of the pool must keep default_transaction_isolation at read
-// committed; with repeatable read, a batch's snapshot would date from
-// before its lock was granted.
-//
-// # Failures
-//
-// Every method honours ctx (a done context changes nothing), and wraps its
-// errors with the operation and the identity key, never message content. A
-// stored value that does not decode is an error wrapping store.ErrCorrupt
-// naming the identity and Seq; other identities stay readable. When the
-// server goes away calls fail; pgxpool replaces broken connections, so the
-// same Store works again once the server is back. Close on a store from
-// Open closes its pool; calls after Close return ErrClosed.
-//
-// Durability is the server's: the store never changes synchronous_commit,
-// so an Append that returned nil is committed as durably as the server is
-// configured to commit.
-//
-// # Performance
-//
-// A store from Open uses pgxpool's default pool size (the larger of 4 and
-// the number of CPUs) unless the DSN sets pool_max_conns. An Append of a
-// turn is one round trip; so are Last, All, Stat, GetState, PutState,
-// Clear and Forget. On a 2-core
-// machine with client and server on loopback, 32 concurrent conversations
-// saving a turn and loading Last(10) each time reach several thousand saves
-// per second (see the README's benchmark table and BenchmarkPostgres).
 package pgstore
 
 import (
@@ -162,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tmc/langchaingo/llms"
 
@@ -189,17 +42,27 @@ type Store struct {
 	q       queries
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Rewriter = (*Store)(nil)
+	_ store.Users    = (*Store)(nil)
+	// storetest.Namespaced, without importing the test kit.
+	_ interface{ Namespace() string } = (*Store)(nil)
+)
 
 // queries holds the SQL of every statement, built once from the prefix.
 type queries struct {
-	schema                                  []string
-	insertMessage, updateConv               string
-	last, all, stat, removePrefix           string
-	clearMessages, clearState, clearConv    string
-	setMark, setForgotten                   string
-	forgetMessages, forgetState, forgetConv string
-	getState, putState, deleteState         string
+	schemaVersion, setSchemaVersion          string
+	migrations                               [SchemaVersion][]string
+	appendFirst, insertMessage, updateConv   string
+	last, all, stat, removePrefix, rewrite   string
+	clearMessages, clearState, clearConv     string
+	setMark, setForgotten                    string
+	forgetMessages, forgetState, forgetConv  string
+	getState, putState, deleteState          string
+	scopeTenant, scopeUser                   string
+	exportMessages, exportStates             string
+	schemaTable, messagesTable, sequenceName string
 }
 
 // The reserved rows of the state table (see the package documentation).
@@ -214,14 +77,29 @@ const (
 	forgottenRow = "id_hash = ''::bytea AND ns = '' AND name = ''"
 )
 
+// The scope expressions of an identity key (tenant:user:conversation,
+// each part escaped so that it holds no ':'): its tenant prefix "t:" and
+// its user prefix "t:u:", which are store.Scope.KeyPrefix of the scopes
+// containing it. Schema version 2 indexes both (hash indexes: a key part
+// may be longer than a B-tree entry can be); the scope queries use the
+// same text, so the planner matches them to the indexes.
+const (
+	tenantExpr = "(split_part(id_key, ':', 1) || ':')"
+	userExpr   = "(split_part(id_key, ':', 1) || ':' || split_part(id_key, ':', 2) || ':')"
+)
+
 func buildQueries(prefix string) queries {
-	seq := prefix + "seq"
+	seq := pgx.Identifier{prefix + "seq"}.Sanitize()
+	schema := pgx.Identifier{prefix + "schema"}.Sanitize()
 	m := pgx.Identifier{prefix + "messages"}.Sanitize()
 	c := pgx.Identifier{prefix + "conversations"}.Sanitize()
 	st := pgx.Identifier{prefix + "state"}.Sanitize()
+	index := func(name, table, expr string) string {
+		return "CREATE INDEX IF NOT EXISTS " + pgx.Identifier{prefix + name}.Sanitize() + " ON " + table + " USING hash (" + expr + ")"
+	}
 	// The prefix matches [a-z_][a-z0-9_]*, so it needs no escaping inside
 	// the regclass literal.
-	next := "nextval('" + pgx.Identifier{seq}.Sanitize() + "')"
+	next := "nextval('" + seq + "')"
 	const idm = "id_hash = $1 AND ns = $2 AND id_key = $3"
 	const ida = "id_hash = $1 AND id_key = $2" // every namespace
 	// absent is the absent version of the identity $1/$3 in namespace $2:
@@ -230,10 +108,29 @@ func buildQueries(prefix string) queries {
 	// with every other read of that statement.
 	absent := "coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = " + markName + "), " +
 		"(SELECT version FROM " + st + " WHERE " + forgottenRow + "), 0)"
+	// scope lists the identity keys with a row in the conversations or
+	// the state table whose scope expression is $1, and whether they hold
+	// anything (messages, a value or a Clear mark; a conversations row
+	// with no messages left does not count). starts_with makes the match
+	// exact also for the forgotten row, whose empty key has no parts.
+	scope := func(expr string) string {
+		return "SELECT id_key, bool_or(held) FROM (" +
+			"SELECT id_key, count > 0 AS held FROM " + c + " WHERE " + expr + " = $1 AND starts_with(id_key, $1)" +
+			" UNION ALL SELECT id_key, true FROM " + st + " WHERE " + expr + " = $1 AND starts_with(id_key, $1) AND ns <> ''" +
+			") AS rows GROUP BY id_key"
+	}
 	return queries{
-		schema: []string{
-			"CREATE SEQUENCE IF NOT EXISTS " + pgx.Identifier{seq}.Sanitize() + " AS bigint",
-			"CREATE TABLE IF NOT EXISTS " + m + ` (
+		schemaTable:      schema,
+		messagesTable:    m,
+		sequenceName:     seq,
+		schemaVersion:    "SELECT version FROM " + schema + " WHERE id = 1",
+		setSchemaVersion: "INSERT INTO " + schema + " (id, version) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+		migrations: [SchemaVersion][]string{
+			// To version 1: the sequence and the three tables, as every
+			// build before the schema table created them.
+			{
+				"CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint",
+				"CREATE TABLE IF NOT EXISTS " + m + ` (
 	id_hash bytea   NOT NULL,
 	ns      text    NOT NULL,
 	seq     bigint  NOT NULL,
@@ -241,7 +138,7 @@ func buildQueries(prefix string) queries {
 	system  boolean NOT NULL,
 	body    bytea   NOT NULL,
 	PRIMARY KEY (id_hash, ns, seq))`,
-			"CREATE TABLE IF NOT EXISTS " + c + ` (
+				"CREATE TABLE IF NOT EXISTS " + c + ` (
 	id_hash   bytea  NOT NULL,
 	ns        text   NOT NULL,
 	id_key    text   NOT NULL,
@@ -249,7 +146,7 @@ func buildQueries(prefix string) queries {
 	first_seq bigint NOT NULL,
 	last_seq  bigint NOT NULL,
 	PRIMARY KEY (id_hash, ns))`,
-			"CREATE TABLE IF NOT EXISTS " + st + ` (
+				"CREATE TABLE IF NOT EXISTS " + st + ` (
 	id_hash bytea  NOT NULL,
 	ns      text   NOT NULL,
 	name    text   NOT NULL,
@@ -257,34 +154,72 @@ func buildQueries(prefix string) queries {
 	version bigint NOT NULL,
 	value   bytea  NOT NULL,
 	PRIMARY KEY (id_hash, ns, name))`,
+			},
+			// To version 2: the schema table and the scope indexes of
+			// Users. Rows are unchanged, so builds of version 1 keep
+			// working on the tables, and what they write is indexed too.
+			{
+				"CREATE TABLE IF NOT EXISTS " + schema + ` (
+	id      integer NOT NULL PRIMARY KEY CHECK (id = 1),
+	version integer NOT NULL)`,
+				index("conversations_tenant", c, tenantExpr),
+				index("conversations_user", c, userExpr),
+				index("state_tenant", st, tenantExpr),
+				index("state_user", st, userExpr),
+			},
 		},
-		// One single-row INSERT per message, all in one implicit
-		// transaction: nextval runs in statement order, so the Seqs follow
-		// append order. Each statement is simple enough for PostgreSQL to
-		// keep one generic plan for it.
+		// The first message of a turn, and the conversation's row: created
+		// when missing, and when the conversation holds no message (new,
+		// or emptied by RemovePrefix) its first and last Seq become this
+		// message's. Nothing here reads older rows, so the cost of an
+		// Append does not grow with the dead index entries a large
+		// RemovePrefix leaves behind until VACUUM.
+		appendFirst: "WITH i AS (INSERT INTO " + m + " (id_hash, ns, seq, id_key, system, body) VALUES ($1, $2, " + next + ", $3, $4, $5) RETURNING seq)" +
+			" INSERT INTO " + c + " AS c (id_hash, ns, id_key, count, first_seq, last_seq) SELECT $1, $2, $3, 0, seq, seq FROM i" +
+			" ON CONFLICT (id_hash, ns) DO UPDATE SET first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq WHERE c.count = 0",
+		// The other messages of the turn: one single-row INSERT each, all
+		// in the turn's transaction. nextval runs in statement order, so
+		// the Seqs follow append order.
 		insertMessage: "INSERT INTO " + m + " (id_hash, ns, seq, id_key, system, body) VALUES ($1, $2, " + next + ", $3, $4, $5)",
 		// After a turn's inserts: currval is the Seq this session drew
-		// last, which is the turn's last message. first_seq only changes
-		// when the conversation was empty; min(seq) is then the turn's
-		// first message (an index lookup).
-		updateConv: "INSERT INTO " + c + " AS c (id_hash, ns, id_key, count, first_seq, last_seq)" +
-			" VALUES ($1, $2, $3, $4, (SELECT min(seq) FROM " + m + " WHERE " + idm + "), currval('" + pgx.Identifier{seq}.Sanitize() + `'))
-ON CONFLICT (id_hash, ns) DO UPDATE SET
-	count = c.count + EXCLUDED.count,
-	first_seq = CASE WHEN c.count = 0 THEN EXCLUDED.first_seq ELSE c.first_seq END,
-	last_seq = EXCLUDED.last_seq`,
-		last: "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq DESC LIMIT $4",
-		all:  "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq",
+		// last, which is the turn's last message.
+		updateConv: "UPDATE " + c + " SET count = count + $4, last_seq = currval('" + seq + "') WHERE " + idm,
+		last:       "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq DESC LIMIT $4",
+		// Every stored message has seq >= the conversation's first_seq
+		// (read in the same snapshot), so the scan starts there, past the
+		// index entries of rows removed before (see the package
+		// documentation, Performance); without a conversations row it
+		// reads every row.
+		all: "SELECT seq, body FROM " + m + " WHERE " + idm +
+			" AND seq >= coalesce((SELECT first_seq FROM " + c + " WHERE " + idm + "), 0) ORDER BY seq",
 		stat: "SELECT count, first_seq, last_seq FROM " + c + " WHERE " + idm,
-		// The sub-select sees the statement's snapshot, from before the
+		// The sub-selects see the statement's snapshot, from before the
 		// DELETE: the rows it keeps are those with seq > $4 or system.
+		// Every stored row has seq >= the conversation's first_seq, and
+		// the index entries of rows removed before lie below it unless a
+		// system message is pinned there, so the scans start at first_seq.
 		removePrefix: `WITH d AS (
-	DELETE FROM ` + m + " WHERE " + idm + ` AND seq <= $4 AND NOT system RETURNING 1),
+	DELETE FROM ` + m + " WHERE " + idm + ` AND seq <= $4 AND NOT system
+		AND seq >= (SELECT first_seq FROM ` + c + " WHERE " + idm + `) RETURNING 1),
 u AS (
-	UPDATE ` + c + ` SET
-		count = count - (SELECT count(*) FROM d),
-		first_seq = coalesce((SELECT min(seq) FROM ` + m + " WHERE " + idm + ` AND (seq > $4 OR system)), 0),
-		last_seq = coalesce((SELECT max(seq) FROM ` + m + " WHERE " + idm + ` AND (seq > $4 OR system)), 0)
+	UPDATE ` + c + ` AS c SET
+		count = c.count - (SELECT count(*) FROM d),
+		first_seq = coalesce((SELECT min(seq) FROM ` + m + " WHERE " + idm + ` AND seq >= c.first_seq AND (seq > $4 OR system)), 0),
+		last_seq = CASE WHEN c.last_seq > $4 THEN c.last_seq
+			ELSE coalesce((SELECT max(seq) FROM ` + m + " WHERE " + idm + ` AND seq >= c.first_seq AND seq <= $4 AND system), 0) END
+	WHERE ` + idm + ` AND EXISTS (SELECT FROM d))
+SELECT count(*) FROM d`,
+		// Rewrite's removal: every message with seq <= $4, system ones
+		// included; the kept ones are those with seq > $4, and the
+		// newest of them is still the conversation's last.
+		rewrite: `WITH d AS (
+	DELETE FROM ` + m + " WHERE " + idm + ` AND seq <= $4
+		AND seq >= (SELECT first_seq FROM ` + c + " WHERE " + idm + `) RETURNING 1),
+u AS (
+	UPDATE ` + c + ` AS c SET
+		count = c.count - (SELECT count(*) FROM d),
+		first_seq = coalesce((SELECT min(seq) FROM ` + m + " WHERE " + idm + ` AND seq > $4), 0),
+		last_seq = CASE WHEN c.last_seq > $4 THEN c.last_seq ELSE 0 END
 	WHERE ` + idm + ` AND EXISTS (SELECT FROM d))
 SELECT count(*) FROM d`,
 		clearMessages: "DELETE FROM " + m + " WHERE " + idm,
@@ -330,13 +265,22 @@ SELECT (SELECT version FROM w), version FROM cur`,
 d AS (
 	DELETE FROM ` + st + " WHERE " + idm + ` AND name = $4 AND version = $5::bigint RETURNING 1)
 SELECT coalesce(stored, absent), absent FROM cur`,
+		scopeTenant: scope(tenantExpr),
+		scopeUser:   scope(userExpr),
+		// Everything of the identities whose hashes are $1, in every
+		// namespace; the caller checks each row's id_key.
+		exportMessages: "SELECT id_key, ns, seq, body FROM " + m + " WHERE id_hash = ANY($1::bytea[]) ORDER BY id_hash, ns, seq",
+		exportStates:   "SELECT id_key, ns, name, version, value FROM " + st + " WHERE id_hash = ANY($1::bytea[]) AND ns <> ''",
 	}
 }
 
-// New returns a Store over pool, creating the schema if needed (see the
-// package documentation). The caller keeps ownership of pool: Close does
+// New returns a Store over pool, after checking the schema version of its
+// tables and creating or migrating them if needed (see the package
+// documentation, Schema). The caller keeps ownership of pool: Close does
 // not close it. New fails, with an error naming the server's address, when
-// the server cannot be reached before ctx is done.
+// the server cannot be reached before ctx is done, and with an error
+// wrapping ErrSchemaVersion when the tables are of a newer schema (or, with
+// WithoutDDL, not at this build's).
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pgstore.New: pool is nil", store.ErrInvalidArgument)
@@ -353,10 +297,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 
 // Open connects to the server named by dsn (a PostgreSQL URL or key=value
 // string, as pgxpool.ParseConfig accepts, pool settings such as
-// pool_max_conns included) with a pool of its own, creates the schema if
-// needed and returns the Store; Close closes the pool. A DSN without
-// connect_timeout gets DefaultConnectTimeout. An unreachable server is an
-// error naming its host:port, returned no later than ctx is done.
+// pool_max_conns included) with a pool of its own, checks, creates or
+// migrates the schema as New does and returns the Store; Close closes the
+// pool. A DSN without connect_timeout gets DefaultConnectTimeout. An
+// unreachable server is an error naming its host:port, returned no later
+// than ctx is done. When a call's context ends while the server runs its
+// statements, the pool's connections ask the server to cancel them and
+// wait for its answer, so the call's outcome is settled when it returns
+// (see the package documentation, Cancellation).
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: pgstore.Open: nil context", store.ErrInvalidArgument)
@@ -369,6 +317,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	cfg.ConnConfig.BuildContextWatcherHandler = settleOnCancel
 	c, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -385,6 +334,30 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// The context handling of the connections of a pool made by Open (see
+// the package documentation, Cancellation).
+const (
+	// cancelRequestDelay is how long a call whose context is done lets
+	// the server go on before asking it to cancel: a statement about to
+	// finish finishes.
+	cancelRequestDelay = 10 * time.Millisecond
+	// cancelDeadline bounds the wait for the server's answer once the
+	// context is done: then the connection is closed, and the outcome of
+	// a write in flight is unknown.
+	cancelDeadline = time.Second
+)
+
+// settleOnCancel is the pgconn context handler of Open's pools: when a
+// call's context is done while the server runs its statements, the
+// client asks the server to cancel them (a cancel request) and reads its
+// answer — the transaction rolled back, or committed — instead of
+// dropping the connection at once, which would leave the server running
+// the statements it has received, a COMMIT included, after the call has
+// returned.
+func settleOnCancel(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: cancelRequestDelay, DeadlineDelay: cancelDeadline}
+}
+
 func newStore(ctx context.Context, pool *pgxpool.Pool, own bool, c config) (*Store, error) {
 	s := &Store{
 		pool:    pool,
@@ -394,7 +367,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, own bool, c config) (*Sto
 		ns:      c.ns,
 		q:       buildQueries(c.prefix),
 	}
-	if err := s.createSchema(ctx); err != nil {
+	if err := s.prepareSchema(ctx, !c.withoutDDL); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -407,37 +380,6 @@ func poolAddr(cfg *pgxpool.Config) string {
 		return fmt.Sprintf("unix socket %s/.s.PGSQL.%d", cc.Host, cc.Port)
 	}
 	return net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
-}
-
-// createSchema creates the sequence and tables in one transaction, under an
-// advisory lock so that concurrent creators do not collide on the catalog.
-func (s *Store) createSchema(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: pgstore: nil context", store.ErrInvalidArgument)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgstore: connecting to PostgreSQL at %s: %w", s.addr, err)
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: connecting to PostgreSQL at %s: %w", s.addr, err)
-	}
-	defer conn.Release()
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("schema", s.prefix)); err != nil {
-			return err
-		}
-		for _, ddl := range s.q.schema {
-			if _, err := tx.Exec(ctx, ddl); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("pgstore: creating the schema (table prefix %q) on %s: %w", s.prefix, s.addr, err)
-	}
-	return nil
 }
 
 // lockKey returns the 64-bit advisory lock key of parts.
@@ -457,11 +399,17 @@ type ident struct {
 	hash []byte
 }
 
-func identOf(id memstack.Identity) ident {
-	k := id.Key()
+func identOf(id memstack.Identity) ident { return identOfKey(id.Key()) }
+
+func identOfKey(k string) ident {
 	h := sha256.Sum256([]byte(k))
 	return ident{key: k, hash: h[:]}
 }
+
+// Namespace returns the store's namespace (WithNamespace): the one Clear,
+// Append and the reads work in. Forget and the Users methods reach every
+// namespace under the table prefix.
+func (s *Store) Namespace() string { return s.ns }
 
 // Close marks the store closed and, if Open made its pool, closes the pool.
 // Calls after Close return ErrClosed. Close is safe to call more than once.
@@ -496,8 +444,39 @@ func (s *Store) wrap(op string, id ident, err error) error {
 	return fmt.Errorf("pgstore: %s of identity %q on %s: %w", op, id.key, s.addr, err)
 }
 
-// Append implements store.Store: one round trip, one implicit transaction
-// (see the package documentation). Every message is dated
+// encodeTurn encodes msgs as Append stores them, all dated at: their
+// bodies and system flags. A message that cannot be stored (nil, or
+// rejected by the codec) is an error naming its position.
+func encodeTurn(msgs []llms.ChatMessage, at time.Time) (bodies [][]byte, system []bool, err error) {
+	bodies = make([][]byte, len(msgs))
+	system = make([]bool, len(msgs))
+	for i, m := range msgs {
+		b, err := store.EncodeMessageAt(m, at)
+		if err != nil {
+			return nil, nil, fmt.Errorf("message %d of %d: %w", i+1, len(msgs), err)
+		}
+		bodies[i] = b
+		system[i] = m.GetType() == llms.ChatMessageTypeSystem
+	}
+	return bodies, system, nil
+}
+
+// queueAppend queues the statements that append a turn's encoded
+// messages to k's conversation in this store's namespace, after the
+// identity's lock (see the package documentation).
+func (s *Store) queueAppend(b *pgx.Batch, k ident, bodies [][]byte, system []bool) {
+	if len(bodies) == 0 {
+		return
+	}
+	b.Queue(s.q.appendFirst, k.hash, s.ns, k.key, system[0], bodies[0])
+	for i := 1; i < len(bodies); i++ {
+		b.Queue(s.q.insertMessage, k.hash, s.ns, k.key, system[i], bodies[i])
+	}
+	b.Queue(s.q.updateConv, k.hash, s.ns, k.key, len(bodies))
+}
+
+// Append implements store.Store: one transaction in one round trip (see
+// the package documentation). Every message is dated
 // store.AppendTime(ctx), taken once, by this process.
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	if err := s.check(ctx, "Append", id); err != nil {
@@ -510,24 +489,16 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err := store.CheckTime(at); err != nil {
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
-	system := make([]bool, len(msgs))
-	bodies := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		b, err := store.EncodeMessageAt(m, at)
-		if err != nil {
-			return fmt.Errorf("pgstore: Append of identity %q: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
-		}
-		bodies[i] = b
-		system[i] = m.GetType() == llms.ChatMessageTypeSystem
+	bodies, system, err := encodeTurn(msgs, at)
+	if err != nil {
+		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
-	b := &pgx.Batch{}
-	s.lockIdentity(b, k)
-	for i := range msgs {
-		b.Queue(s.q.insertMessage, k.hash, s.ns, k.key, system[i], bodies[i])
-	}
-	b.Queue(s.q.updateConv, k.hash, s.ns, k.key, len(msgs))
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err = s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		s.queueAppend(b, k, bodies, system)
+	})
+	if err != nil {
 		return s.wrap("Append", k, err)
 	}
 	return nil
@@ -561,31 +532,47 @@ func (s *Store) All(ctx context.Context, id memstack.Identity) ([]store.Record, 
 
 // records runs a query returning (seq, body) rows and decodes them.
 func (s *Store) records(ctx context.Context, id memstack.Identity, op, sql string, args ...any) ([]store.Record, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, s.wrap(op, identOf(id), err)
-	}
-	defer rows.Close()
-	out := []store.Record{}
-	var (
-		seq  int64
-		body []byte
-	)
-	for rows.Next() {
-		if err := rows.Scan(&seq, &body); err != nil {
-			return nil, s.wrap(op, identOf(id), err)
-		}
-		r, err := store.DecodeRecord(id, seq, body)
+	var out []store.Record
+	err := s.retry(ctx, func() error {
+		rows, err := s.pool.Query(ctx, sql, args...)
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+			return err
 		}
-		out = append(out, r)
+		defer rows.Close()
+		out = []store.Record{}
+		var (
+			seq  int64
+			body []byte
+		)
+		for rows.Next() {
+			if err := rows.Scan(&seq, &body); err != nil {
+				return err
+			}
+			r, err := store.DecodeRecord(id, seq, body)
+			if err != nil {
+				return &decodeError{err}
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	var de *decodeError
+	if errors.As(err, &de) {
+		return nil, fmt.Errorf("pgstore: %s: %w", op, de.err)
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, s.wrap(op, identOf(id), err)
 	}
 	return out, nil
 }
+
+// decodeError carries a stored value's decoding error out of a retried
+// read, to be reported without the server's address (it is not the
+// server's).
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
 
 // Stat implements store.Store.
 func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
@@ -597,7 +584,9 @@ func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, err
 		st    store.Stat
 		count int64
 	)
-	err := s.pool.QueryRow(ctx, s.q.stat, k.hash, s.ns, k.key).Scan(&count, &st.FirstSeq, &st.LastSeq)
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.q.stat, k.hash, s.ns, k.key).Scan(&count, &st.FirstSeq, &st.LastSeq)
+	})
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && count == 0 {
 		return store.Stat{}, nil
 	}
@@ -614,22 +603,25 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 		return 0, err
 	}
 	k := identOf(id)
-	b := &pgx.Batch{}
-	s.lockIdentity(b, k)
 	var removed int64
-	b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err := s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+	})
+	if err != nil {
 		return 0, s.wrap("RemovePrefix", k, err)
 	}
 	return int(removed), nil
 }
 
-// lockIdentity queues, as the first statement of b, the transaction-scoped
-// advisory lock of identity k, which every write of k's rows takes (see
-// the package documentation).
+// lockIdentity queues the transaction-scoped advisory lock of identity k,
+// which every write of k's rows takes first (see the package
+// documentation).
 func (s *Store) lockIdentity(b *pgx.Batch, k ident) {
-	b.Queue("SELECT pg_advisory_xact_lock($1)", lockKey("identity", s.prefix, k.key))
+	b.Queue("SELECT pg_advisory_xact_lock($1)", s.identityLock(k))
 }
+
+func (s *Store) identityLock(k ident) int64 { return lockKey("identity", s.prefix, k.key) }
 
 // Clear implements store.Store: the messages and state of id in this
 // store's namespace are removed and its Clear mark moved to a fresh
@@ -639,18 +631,25 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 		return err
 	}
 	k := identOf(id)
-	b := &pgx.Batch{}
-	s.lockIdentity(b, k)
-	b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
-	b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
-	b.Queue(s.q.clearState, k.hash, s.ns, k.key)
-	// Also for an identity with no rows: a commit may have read its
-	// absent version before anything was stored.
-	b.Queue(s.q.setMark, k.hash, s.ns, k.key)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err := s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
+		b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
+		s.queueReset(b, k)
+	})
+	if err != nil {
 		return s.wrap("Clear", k, err)
 	}
 	return nil
+}
+
+// queueReset queues the removal of k's state values in this store's
+// namespace and the move of its Clear mark to a fresh version — also for
+// an identity with no rows: a commit may have read its absent version
+// before anything was stored.
+func (s *Store) queueReset(b *pgx.Batch, k ident) {
+	b.Queue(s.q.clearState, k.hash, s.ns, k.key)
+	b.Queue(s.q.setMark, k.hash, s.ns, k.key)
 }
 
 // Forget implements store.Store: in one transaction under the identity's
@@ -662,16 +661,22 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 		return err
 	}
 	k := identOf(id)
-	b := &pgx.Batch{}
-	s.lockIdentity(b, k)
-	b.Queue(s.q.setForgotten)
-	b.Queue(s.q.forgetMessages, k.hash, k.key)
-	b.Queue(s.q.forgetConv, k.hash, k.key)
-	b.Queue(s.q.forgetState, k.hash, k.key)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err := s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		b.Queue(s.q.setForgotten)
+		s.queueForget(b, k)
+	})
+	if err != nil {
 		return s.wrap("Forget", k, err)
 	}
 	return nil
+}
+
+// queueForget queues the deletes of every row of k under the table prefix.
+func (s *Store) queueForget(b *pgx.Batch, k ident) {
+	b.Queue(s.q.forgetMessages, k.hash, k.key)
+	b.Queue(s.q.forgetConv, k.hash, k.key)
+	b.Queue(s.q.forgetState, k.hash, k.key)
 }
 
 // GetState implements store.Store: one statement, so the value, its
@@ -690,7 +695,9 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 		version *int64
 		absent  int64
 	)
-	err := s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&value, &version, &absent)
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&value, &version, &absent)
+	})
 	if err != nil {
 		return store.State{}, s.wrap(fmt.Sprintf("GetState(%q)", name), k, err)
 	}
@@ -704,7 +711,11 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 }
 
 // PutState implements store.Store: a compare-and-set in one statement,
-// under the identity's advisory lock, in one round trip.
+// under the identity's advisory lock, in one transaction and one round
+// trip. A transaction the server rolls back for a serialization failure
+// or a deadlock wrote nothing; it is run again a few times (see the
+// package documentation, Transactions) and then reported as an error
+// wrapping store.ErrConflict, so a caller's retry loop retries it.
 //
 // Why the lock: at read committed, a statement sees what was committed
 // when it started, and it waits only for rows it writes. A plain UPDATE of
@@ -716,13 +727,14 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 // this statement's upsert when the row it found is deleted under it).
 // Locking the mark row cannot help: there is none before the first Clear.
 // So PutState takes the same per-identity transaction-scoped lock as
-// Clear, Forget, Append and RemovePrefix (pg_advisory_xact_lock, the first
-// statement of the batch): PutState, Clear and Forget of one identity run
-// one after the other, and the compare-and-set statement, which starts
-// after the lock is granted, sees every commit of the lock's previous
-// holders (PostgreSQL makes a transaction visible before it releases its
-// locks). A PutState before a Clear is then removed by it; one after it
-// reads the new mark and conflicts unless it expected that mark.
+// Clear, Forget, Append, RemovePrefix and Rewrite (pg_advisory_xact_lock,
+// the first statement of the transaction): PutState, Clear and Forget of
+// one identity run one after the other, and the compare-and-set
+// statement, which starts after the lock is granted, sees every commit of
+// the lock's previous holders (PostgreSQL makes a transaction visible
+// before it releases its locks). A PutState before a Clear is then
+// removed by it; one after it reads the new mark and conflicts unless it
+// expected that mark.
 //
 // The forgotten version is not covered by the lock: a Forget of another
 // identity may move it while PutState runs. PutState then reads it as it
@@ -737,24 +749,29 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 		return 0, fmt.Errorf("pgstore: PutState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
-	b := &pgx.Batch{}
-	s.lockIdentity(b, k)
 	var (
 		written *int64 // the new version; nil when nothing was written
 		current int64  // the version before: the value's or the absent one
 		absent  int64  // after a delete: the absent version
 	)
-	if value == nil {
-		b.Queue(s.q.deleteState, k.hash, s.ns, k.key, name, expect).QueryRow(func(r pgx.Row) error {
-			return r.Scan(&current, &absent)
-		})
-	} else {
-		b.Queue(s.q.putState, k.hash, s.ns, k.key, name, value, expect).QueryRow(func(r pgx.Row) error {
-			return r.Scan(&written, &current)
-		})
+	err := s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		if value == nil {
+			b.Queue(s.q.deleteState, k.hash, s.ns, k.key, name, expect).QueryRow(func(r pgx.Row) error {
+				return r.Scan(&current, &absent)
+			})
+		} else {
+			b.Queue(s.q.putState, k.hash, s.ns, k.key, name, value, expect).QueryRow(func(r pgx.Row) error {
+				return r.Scan(&written, &current)
+			})
+		}
+	})
+	op := fmt.Sprintf("PutState(%q)", name)
+	if rolledBack(err) {
+		return 0, fmt.Errorf("%w: %w", store.ErrConflict, s.wrap(op, k, fmt.Errorf("the server rolled the compare-and-set back %d times: %w", maxAttempts, err)))
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, s.wrap(fmt.Sprintf("PutState(%q)", name), k, err)
+	if err != nil {
+		return 0, s.wrap(op, k, err)
 	}
 	if current != expect || value != nil && written == nil {
 		return 0, s.conflict(k, name, current, expect)

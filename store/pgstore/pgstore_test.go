@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -55,11 +56,15 @@ func open(tb testing.TB, opts ...pgstore.Option) *pgstore.Store {
 	return s
 }
 
-// opener gives every kit namespace its own table prefix (Forget crosses
-// namespaces, so namespaces sharing tables would not be independent) and
-// every call its own pool, so two calls are two independent clients. The
-// pool has pgxpool's default size; PGSTORE_BENCH_CONNS=n sets
-// pool_max_conns, to compare pool sizes with BenchmarkPostgres.
+// opener gives every kit subtest its own table prefix (Forget and the
+// Users methods cross namespaces, so subtests sharing tables would not be
+// independent) and every call its own pool, so two calls are two
+// independent clients. The kit's second namespace of a subtest (its ns
+// with "_b" appended: ClearVersusForgetAcrossNamespaces and the Users
+// cases) is namespace "b" under the same prefix, so that those cases see
+// two namespaces of one store. The pool has pgxpool's default size;
+// PGSTORE_BENCH_CONNS=n sets pool_max_conns, to compare pool sizes with
+// BenchmarkPostgres.
 func opener(tb testing.TB, ns string) (store.Store, error) {
 	dsn := testsvc.Postgres(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -67,7 +72,11 @@ func opener(tb testing.TB, ns string) (store.Store, error) {
 	if v := os.Getenv("PGSTORE_BENCH_CONNS"); v != "" {
 		dsn += "&pool_max_conns=" + v
 	}
-	return pgstore.Open(ctx, dsn, pgstore.WithTablePrefix(kitPrefix(ns)))
+	base, layer := ns, pgstore.DefaultNamespace
+	if b, ok := strings.CutSuffix(ns, "_b"); ok {
+		base, layer = b, "b"
+	}
+	return pgstore.Open(ctx, dsn, pgstore.WithTablePrefix(kitPrefix(base)), pgstore.WithNamespace(layer))
 }
 
 // kitPrefix maps a kit namespace to a valid table prefix.
@@ -608,7 +617,7 @@ func statOf(rs []store.Record) store.Stat {
 }
 
 // TestStatMatchesRows drives one conversation through a random mix of
-// writes, checking after each that the O(1) Stat (the conversations row)
+// writes (Rewrite included), checking after each that the O(1) Stat (the conversations row)
 // agrees with the rows themselves and that the contents match the
 // reference in-memory store.
 func TestStatMatchesRows(t *testing.T) {
@@ -632,7 +641,7 @@ func statMatchesRows(t *testing.T, seed uint64) {
 	}
 	for step := range 120 {
 		var op string
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(12); {
 		case r < 6:
 			op = "Append"
 			msgs := make([]llms.ChatMessage, 1+rng.IntN(3))
@@ -656,7 +665,30 @@ func statMatchesRows(t *testing.T, seed uint64) {
 			want, err := ref.RemovePrefix(ctx, alice, refRs[i].Seq)
 			require.NoError(t, err)
 			assert.Equal(t, want, got, "step %d: RemovePrefix count", step)
-		case r < 9:
+		case r < 10:
+			op = "Rewrite"
+			rs, err := s.All(ctx, alice)
+			require.NoError(t, err)
+			refRs, err := ref.All(ctx, alice)
+			require.NoError(t, err)
+			// Through nothing, a stored message, or everything.
+			var through, refThrough int64
+			if i := rng.IntN(len(rs)+2) - 1; i == len(rs) {
+				through, refThrough = math.MaxInt64, math.MaxInt64
+			} else if i >= 0 {
+				through, refThrough = rs[i].Seq, refRs[i].Seq
+			}
+			reset := rng.IntN(2) == 0
+			msgs := make([]llms.ChatMessage, rng.IntN(3))
+			for i := range msgs {
+				msgs[i] = msg()
+			}
+			got, err := s.Rewrite(ctx, alice, through, reset, msgs...)
+			require.NoError(t, err)
+			want, err := ref.Rewrite(ctx, alice, refThrough, reset, msgs...)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "step %d: Rewrite count", step)
+		case r < 11:
 			op = "Clear"
 			require.NoError(t, s.Clear(ctx, alice))
 			require.NoError(t, ref.Clear(ctx, alice))

@@ -1,0 +1,289 @@
+// Package pgstore is the PostgreSQL backend of memstack's storage port: a
+// store.Store kept in the tables of a PostgreSQL database, through a pgx v5
+// connection pool, for memory shared by several processes that must survive
+// restarts. It also implements store.Rewriter (one atomic trim-and-append,
+// which store.AsHistory's SetMessages uses) and store.Users (list, export
+// and forget every conversation of a user or a tenant).
+//
+// # Starting a server
+//
+// Any PostgreSQL 12 or newer works. For a local one on Debian or Ubuntu:
+//
+//	apt-get install postgresql
+//	pg_ctlcluster 15 main start
+//	su postgres -c "psql -c \"ALTER USER postgres PASSWORD 'secret'\""
+//
+// then Open(ctx, "postgres://postgres:secret@127.0.0.1:5432/postgres"). Or
+// with Docker: docker run -e POSTGRES_PASSWORD=secret -p 127.0.0.1:5432:5432 postgres:16.
+// The tests start their own throwaway server (internal/testsvc).
+//
+// # Schema
+//
+// The store keeps one sequence and four tables named after the table
+// prefix (WithTablePrefix, default "memstack_"):
+//
+//	memstack_schema         (id = 1) primary key, version: the schema version, SchemaVersion
+//	memstack_seq            one counter for every Seq, state version and absent version
+//	memstack_messages       (id_hash, ns, seq) primary key, id_key, system, body
+//	memstack_conversations  (id_hash, ns) primary key, id_key, count, first_seq, last_seq;
+//	                        scope indexes memstack_conversations_tenant and _user
+//	memstack_state          (id_hash, ns, name) primary key, id_key, version, value;
+//	                        also the reserved rows of absent versions (see State);
+//	                        scope indexes memstack_state_tenant and _user
+//
+// id_key is memstack.Identity.Key; id_hash is its SHA-256, which is what the
+// primary keys hold, so identities of any length (a B-tree entry is
+// limited to about 2.7 kB) are served by the same index. Every query also
+// compares id_key itself. ns is the namespace (WithNamespace, default
+// "default"), so several memory layers can share the tables. The scope
+// indexes are hash indexes on the key's tenant and tenant-and-user parts,
+// computed from id_key by the server:
+//
+//	USING hash ((split_part(id_key, ':', 1) || ':'))
+//	USING hash ((split_part(id_key, ':', 1) || ':' || split_part(id_key, ':', 2) || ':'))
+//
+// which are store.Scope.KeyPrefix of a tenant's and a user's scope, so the
+// Users methods find a user's conversations without reading the tables
+// (hash, not B-tree: a key part may be longer than a B-tree entry).
+//
+// Schema versions: version 1 is the sequence and the three data tables, as
+// every build before the schema table created them; version 2 adds the
+// schema table and the four scope indexes. The rows are the same, so a
+// build of version 1 (which checks no version) keeps working on version-2
+// tables during a rolling upgrade, and the indexes cover what it writes.
+//
+// New and Open read the version, under a transaction-scoped advisory lock
+// of the prefix, in one transaction, and then:
+//
+//   - tables at SchemaVersion are used as they are: no DDL runs, so a role
+//     with only DML grants opens them (see Roles);
+//   - tables of a newer version are refused with an error wrapping
+//     ErrSchemaVersion that names both versions: a newer build migrated
+//     them, and this one could misread or fail to fill them;
+//   - absent tables are created, and version-1 tables (detected by their
+//     messages table and the missing schema table) are migrated, in that
+//     same transaction; WithoutDDL refuses both instead, with an error
+//     wrapping ErrSchemaVersion.
+//
+// So stores opening at the same moment, from several pools or processes,
+// neither fail on each other nor migrate twice. The migration's CREATE
+// INDEX blocks writes to the table it indexes while it builds; for large
+// version-1 tables, build the four indexes first with CREATE INDEX
+// CONCURRENTLY (the names and definitions above; the migration's IF NOT
+// EXISTS then skips them). The tables belong to the store: rows changed
+// behind its back (a conversation's messages without its conversations
+// row, a reserved state row) make Stat, RemovePrefix or the state's
+// versions wrong.
+//
+// # Roles
+//
+// Creating or migrating the schema needs a role with CREATE on the schema
+// the tables go in (the first schema of its search_path; PostgreSQL 15 no
+// longer grants CREATE on public to everyone) that owns the tables it
+// migrates (CREATE INDEX and ALTER need ownership). Using tables already at
+// SchemaVersion needs only DML:
+//
+//	USAGE on the schema
+//	SELECT, INSERT, UPDATE, DELETE on memstack_messages, memstack_conversations, memstack_state
+//	SELECT on memstack_schema (Open reads the version)
+//	USAGE on the sequence memstack_seq (nextval, currval)
+//
+// and nothing else: advisory locks, pg_advisory_xact_lock, need no grant.
+// A typical deployment creates the schema once with an owner role — a
+// migration step that runs Open, or the first start of the application —
+// and runs the application as a role with the grants above:
+//
+//	CREATE ROLE memstack_owner LOGIN;
+//	GRANT CREATE ON SCHEMA public TO memstack_owner;
+//	-- as memstack_owner: pgstore.Open(ctx, ownerDSN), then Close
+//	CREATE ROLE memstack_app LOGIN;
+//	GRANT USAGE ON SCHEMA public TO memstack_app;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON memstack_messages, memstack_conversations,
+//	    memstack_state, memstack_schema TO memstack_app;
+//	GRANT USAGE ON SEQUENCE memstack_seq TO memstack_app;
+//
+// The application role opens the tables without any option; WithoutDDL
+// makes sure it never tries DDL (a newer build would otherwise try to
+// migrate on its first start, and fail on the missing privilege with an
+// error that says so). A migration that adds a table needs its grant too
+// (ALTER DEFAULT PRIVILEGES FOR ROLE memstack_owner … GRANT … ON TABLES
+// makes that automatic). A role without the privileges gets an error from
+// Open naming the statement that failed, the server's permission error
+// (SQLSTATE 42501) and what the role needs.
+//
+// # Messages
+//
+// A message is stored as store.EncodeMessageAt's JSON in a bytea column,
+// not in jsonb or text: PostgreSQL's text types cannot hold a NUL character
+// and jsonb rejects \u0000, while the contract requires any valid string to
+// round-trip byte for byte. The JSON carries the message's time (its "at"
+// field: store.AppendTime of the Append, which a caller sets with
+// memstack.WithTime), with its UTC offset, which a timestamptz column
+// would not keep; so times need no column. Rows written before memstack
+// recorded times have no "at" and read back with a zero
+// store.Record.Time. The system column pins system messages: RemovePrefix
+// is DELETE … WHERE seq <= through AND NOT system.
+//
+// # Transactions
+//
+// Every write of an identity's rows (Append, RemovePrefix, Rewrite, Clear,
+// Forget, PutState) is one transaction, sent as one batch in one round
+// trip: BEGIN ISOLATION LEVEL READ COMMITTED, a transaction-scoped advisory
+// lock for the identity (pg_advisory_xact_lock on a 64-bit hash of the
+// table prefix and the identity key), the statements, COMMIT. The store
+// sets the isolation level itself, so it does not depend on
+// default_transaction_isolation: a server, database or role that defaults
+// to repeatable read or serializable changes nothing. The design relies on
+// read committed: each statement sees what was committed when it started,
+// so the statements after the lock see everything the lock's previous
+// holder committed (a repeatable read snapshot would date from before the
+// lock was granted). Reads (Last, All, Stat, GetState, Identities) are
+// single statements, which see one snapshot at any isolation level; Export
+// is one repeatable read, read-only transaction, so an export is one
+// snapshot.
+//
+// Append inserts one row per message, each drawing its Seq with nextval,
+// and keeps the conversation's row in memstack_conversations (count, first
+// and last Seq); a turn is therefore stored whole or not at all. The lock
+// makes appends to one identity take their Seqs one after the other: a
+// second appender draws its values only after the first has committed, so
+// Seqs increase in append (commit) order even with many appenders in many
+// processes, and a reader never sees a higher Seq before a lower one.
+// Writes to different identities do not wait for each other (two
+// identities share a lock only on a 64-bit hash collision, which costs
+// waiting, never correctness). Because every Seq and version comes from
+// one sequence, none is reused after RemovePrefix, Clear or Forget. The
+// sequence must keep CACHE 1 (the default): per-session caching would hand
+// out Seqs out of order.
+//
+// Single-row inserts, rather than one multi-row INSERT … SELECT FROM unnest,
+// are deliberate: PostgreSQL keeps one generic plan for each of them, while
+// it re-plans an INSERT over array parameters on every call, which costs
+// more than the extra statements.
+//
+// Retries: a transaction the server rolls back for a serialization failure
+// (SQLSTATE 40001) or a deadlock (40P01) changed nothing, so the store runs
+// it again, up to 4 times in all, a few random milliseconds apart; reads
+// too. After the last try PutState reports an error wrapping
+// store.ErrConflict (and the server's), so a caller's compare-and-set loop
+// retries; the other calls report the server's error. The store's own
+// read committed transactions under its advisory locks cause neither;
+// they come from elsewhere (triggers, other sessions locking the tables,
+// recovery conflicts of reads on a hot standby). Nothing else is ever run
+// twice: when a connection
+// breaks after a batch was sent — a lost reply, a server crash, a
+// failover — the outcome is unknown and the call returns the error (pgx
+// and pgxpool never resend a query either). So a write is applied at most
+// once, and exactly once when the call returned nil; a caller that retries
+// such a failed Append may store the turn twice, and one that retries a
+// PutState conflicts when its first try landed. storetest.RunFaults, run
+// by this package's tests through a proxy that loses replies, checks it.
+//
+// # Cancellation
+//
+// Every method honours ctx: a context that is already done changes
+// nothing and returns its error. When the context ends while the server
+// runs a call's statements, a pool made by Open asks the server to cancel
+// them (a cancel request, after 10 ms) and waits up to a second for its
+// answer — the transaction rolled back, or it committed — so the outcome
+// is settled when the call returns: an error means nothing was stored,
+// unless the server did not answer within the second (then the connection
+// is closed and the outcome is unknown). Dropping the connection at once,
+// pgx's default, would leave the server running what it has received, a
+// COMMIT included, after the call had failed. A pool given to New keeps
+// its own context handling (pgconn.Config.BuildContextWatcherHandler;
+// pgconn.CancelRequestContextWatcherHandler does the same).
+//
+// # State
+//
+// A state value is a row of memstack_state. Absent versions (package
+// store, "Cleared means gone, across replicas") live in the same table, in
+// reserved rows no caller can reach:
+//
+//   - a Clear mark is the row of the identity and namespace named "" (which
+//     store.CheckStateName rejects, so GetState and PutState never touch
+//     it), with an empty value; its version is the identity's absent
+//     version in that namespace. Clear sets it to a fresh version, also for
+//     an identity with no rows; Forget deletes it with the identity's other
+//     rows.
+//   - the forgotten version is the one row with an empty id_hash (no
+//     SHA-256 is empty), ns "" (WithNamespace rejects it) and name "":
+//     every Forget and ForgetScope moves it to a fresh version, and none
+//     deletes it, as they delete by the identity's hash. One row serves
+//     every namespace under the table prefix: all that Forget reaches.
+//
+// The absent version of a name is the identity's mark in the namespace,
+// else the forgotten version, else 0 (no Clear, no Forget yet). Marks and
+// the forgotten version are drawn from memstack_seq like every version, so
+// none is ever reused.
+//
+// GetState is one statement: the value, its version and the absent
+// version come from one snapshot. PutState is one statement, after the
+// identity's advisory lock: the current version is the value's, else the
+// absent version; only when it is expect is the value upserted with the
+// next value of the sequence (or, for a nil value, deleted, returning the
+// absent version). Clear is, in one transaction under the same lock, the
+// deletes of the identity's messages, conversations row and state values
+// in the namespace and the upsert of its mark; Forget is the upsert of the
+// forgotten row, then the deletes of every row of the identity under the
+// table prefix, marks included. Because PutState, Clear and Forget of one
+// identity hold its lock in turn, a PutState racing a Clear or Forget,
+// from any pool or process, either commits before it, and is removed by
+// it, or runs after it, and then conflicts unless it expected the new
+// absent version (see PutState for why a row lock would not do).
+//
+// # Rewrite and Users
+//
+// Rewrite is one transaction under the identity's lock: the delete of the
+// messages with Seq <= through (system ones too), with reset the deletes
+// and mark of Clear's state step, then Append's statements. Identities
+// reads the scope indexes of the conversations and state tables (an
+// identity with a conversations row but no message left, no value and no
+// mark holds nothing and is not listed); Export reads the identities' rows
+// by id_hash in one snapshot; ForgetScope stores a fresh forgotten version,
+// lists the scope, and deletes every row of its identities — every
+// namespace under the table prefix, emptied conversations rows included —
+// in transactions of up to 64 identities, each taking their advisory
+// locks in ascending order, so it never deadlocks with another ForgetScope
+// or with a single identity's write. None of them reaches another table
+// prefix: a prefix is a store of its own.
+//
+// # Failures
+//
+// Calls wrap their errors with the operation and the identity key, never
+// message content. A stored value that does not decode is an error wrapping
+// store.ErrCorrupt naming the identity and Seq; other identities stay
+// readable. When the server goes away calls fail; pgxpool replaces broken
+// connections, so the same Store works again once the server is back. Close
+// on a store from Open closes its pool; calls after Close return ErrClosed.
+//
+// Durability is the server's: the store never changes synchronous_commit,
+// so an Append that returned nil is committed as durably as the server is
+// configured to commit.
+//
+// # Performance
+//
+// A store from Open uses pgxpool's default pool size (the larger of 4 and
+// the number of CPUs) unless the DSN sets pool_max_conns. Every call is one
+// round trip, but Export (five) and ForgetScope (two, and one per 64
+// identities).
+// On a 2-core machine with client and server on loopback, 32 concurrent
+// conversations saving a turn and loading Last(10) each time reach several
+// thousand saves per second (see the README's benchmark table and
+// BenchmarkPostgres).
+//
+// Stat reads the conversation's row, so it costs the same for ten
+// messages or ten thousand; memories call it on every load. Last(n) is an
+// index scan of n rows; All reads every row. An Append reads no older
+// row: the first message's INSERT also creates the conversations row, or
+// sets its first Seq when the conversation holds no message, and a last
+// UPDATE adds the count and sets the last Seq (currval). Its cost
+// therefore stays flat after a RemovePrefix of a large prefix, whose index
+// entries stay behind until VACUUM (BenchmarkAppendAfterRemovePrefix), as
+// the cost of an append that looked up the first Seq with min(seq) over
+// those entries did not. All, RemovePrefix and Rewrite start their scans
+// at the conversation's first Seq, so they skip those entries too —
+// except the entries between a system message pinned below them and the
+// messages kept, which All and RemovePrefix step over until VACUUM
+// removes them.
+package pgstore

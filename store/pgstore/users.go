@@ -1,0 +1,319 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+)
+
+// Rewrite implements store.Rewriter: in one transaction under the
+// identity's lock, in one round trip, the messages of id with Seq <=
+// through (system ones included) are removed from this store's namespace,
+// with reset its state values there are removed and its Clear mark moved
+// to a fresh version (as Clear does), and msgs are appended as Append
+// appends them. A reader sees the conversation from before or from after;
+// a message that cannot be stored, or a done ctx, changes nothing.
+func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error) {
+	if err := s.check(ctx, "Rewrite", id); err != nil {
+		return 0, err
+	}
+	at := store.AppendTime(ctx)
+	if len(msgs) > 0 {
+		if err := store.CheckTime(at); err != nil {
+			return 0, fmt.Errorf("pgstore: Rewrite of identity %q: %w", id.Key(), err)
+		}
+	}
+	bodies, system, err := encodeTurn(msgs, at)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: Rewrite of identity %q: %w", id.Key(), err)
+	}
+	k := identOf(id)
+	var removed int64
+	err = s.write(ctx, func(b *pgx.Batch) {
+		s.lockIdentity(b, k)
+		b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+		if reset {
+			s.queueReset(b, k)
+		}
+		s.queueAppend(b, k, bodies, system)
+	})
+	if err != nil {
+		return 0, s.wrap("Rewrite", k, err)
+	}
+	return int(removed), nil
+}
+
+// scoped is an identity a scope query found.
+type scoped struct {
+	id   memstack.Identity
+	k    ident
+	held bool // it holds messages, a state value or a Clear mark
+}
+
+// scope returns every identity within sc with a row in the conversations
+// or state table of any namespace under the table prefix, ordered by Key,
+// read through the scope indexes (see the package documentation, Users)
+// by q, which is the pool or a transaction.
+func (s *Store) scope(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sc store.Scope) ([]scoped, error) {
+	sql := s.q.scopeUser
+	if sc.AllUsers {
+		sql = s.q.scopeTenant
+	}
+	rows, err := q.Query(ctx, sql, sc.KeyPrefix())
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scoped, error) {
+		var (
+			key  string
+			held bool
+		)
+		if err := r.Scan(&key, &held); err != nil {
+			return scoped{}, err
+		}
+		id, err := memstack.ParseKey(key)
+		if err != nil {
+			return scoped{}, fmt.Errorf("%w: identity key %q: %w", store.ErrCorrupt, key, err)
+		}
+		return scoped{id: id, k: identOfKey(key), held: held}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// By Key, byte for byte, whatever the database's collation.
+	sort.Slice(found, func(i, j int) bool { return found[i].k.key < found[j].k.key })
+	return found, nil
+}
+
+func (s *Store) checkScope(ctx context.Context, op string, sc store.Scope) error {
+	if err := s.checkCtx(ctx, fmt.Sprintf("%s(%s)", op, sc)); err != nil {
+		return err
+	}
+	if err := sc.Check(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return nil
+}
+
+func (s *Store) wrapScope(op string, sc store.Scope, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("pgstore: %s(%s): %w (%w)", op, sc, ErrClosed, err)
+	}
+	return fmt.Errorf("pgstore: %s(%s) on %s: %w", op, sc, s.addr, err)
+}
+
+// Identities implements store.Users: one statement over the scope
+// indexes of the conversations and state tables, every namespace under
+// the table prefix.
+func (s *Store) Identities(ctx context.Context, sc store.Scope) ([]memstack.Identity, error) {
+	if err := s.checkScope(ctx, "Identities", sc); err != nil {
+		return nil, err
+	}
+	var found []scoped
+	err := s.retry(ctx, func() error {
+		var err error
+		found, err = s.scope(ctx, s.pool, sc)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrapScope("Identities", sc, err)
+	}
+	out := []memstack.Identity{}
+	for _, f := range found {
+		if f.held {
+			out = append(out, f.id)
+		}
+	}
+	return out, nil
+}
+
+// Export implements store.Users: the identities, their messages and
+// their state in every namespace under the table prefix, read in one
+// repeatable read, read-only transaction, so the export is one snapshot
+// of the store. The export is built in memory.
+func (s *Store) Export(ctx context.Context, sc store.Scope) (store.Export, error) {
+	if err := s.checkScope(ctx, "Export", sc); err != nil {
+		return store.Export{}, err
+	}
+	var out store.Export
+	err := s.retry(ctx, func() error {
+		var err error
+		out, err = s.export(ctx, sc)
+		return err
+	})
+	if err != nil {
+		return store.Export{}, s.wrapScope("Export", sc, err)
+	}
+	return out, nil
+}
+
+func (s *Store) export(ctx context.Context, sc store.Scope) (store.Export, error) {
+	out := store.Export{Scope: sc, Identities: []store.IdentityExport{}}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return out, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	found, err := s.scope(ctx, tx, sc)
+	if err != nil {
+		return out, err
+	}
+	byKey := map[string]map[string]*store.NamespaceExport{}
+	var hashes [][]byte
+	for _, f := range found {
+		if f.held {
+			byKey[f.k.key] = map[string]*store.NamespaceExport{}
+			hashes = append(hashes, f.k.hash)
+		}
+	}
+	ns := func(key, name string) *store.NamespaceExport {
+		nss, ok := byKey[key]
+		if !ok {
+			return nil // a hash's row of another key: not ours
+		}
+		if nss[name] == nil {
+			nss[name] = &store.NamespaceExport{Namespace: name, Messages: []store.Record{}, States: map[string]store.State{}}
+		}
+		return nss[name]
+	}
+	if len(hashes) > 0 {
+		rows, err := tx.Query(ctx, s.q.exportMessages, hashes)
+		if err != nil {
+			return out, err
+		}
+		var (
+			key, name string
+			seq       int64
+			body      []byte
+		)
+		_, err = pgx.ForEachRow(rows, []any{&key, &name, &seq, &body}, func() error {
+			ne := ns(key, name)
+			if ne == nil {
+				return nil
+			}
+			id, _ := memstack.ParseKey(key) // parsed by scope already
+			r, err := store.DecodeRecord(id, seq, bytes.Clone(body))
+			if err != nil {
+				return &decodeError{err}
+			}
+			ne.Messages = append(ne.Messages, r)
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+		var (
+			version int64
+			value   []byte
+			state   string
+		)
+		rows, err = tx.Query(ctx, s.q.exportStates, hashes)
+		if err != nil {
+			return out, err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&key, &name, &state, &version, &value}, func() error {
+			ne := ns(key, name)
+			if ne == nil {
+				return nil
+			}
+			if state == "" { // the namespace's Clear mark
+				ne.Cleared = true
+				return nil
+			}
+			v := bytes.Clone(value)
+			if v == nil {
+				v = []byte{}
+			}
+			ne.States[state] = store.State{Value: v, Version: version}
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	for _, f := range found {
+		nss, ok := byKey[f.k.key]
+		if !ok {
+			continue
+		}
+		ie := store.IdentityExport{Identity: f.id, Namespaces: []store.NamespaceExport{}}
+		for _, name := range slices.Sorted(maps.Keys(nss)) {
+			ie.Namespaces = append(ie.Namespaces, *nss[name])
+		}
+		out.Identities = append(out.Identities, ie)
+	}
+	store.SortExport(&out)
+	return out, nil
+}
+
+// forgetChunk is how many identities ForgetScope removes in one
+// transaction.
+const forgetChunk = 64
+
+// ForgetScope implements store.Users: it first stores a fresh forgotten
+// version (one transaction), then finds every identity within scope that
+// has a row under the table prefix (the scope indexes), then removes all
+// their rows — messages, conversations rows, state values and Clear
+// marks, every namespace — in transactions of up to 64 identities, each
+// holding those identities' advisory locks, taken in ascending order so
+// that two ForgetScopes never deadlock. A failure part-way leaves the
+// identities of the transactions that committed forgotten and the others
+// whole; calling it again finishes. It returns how many of the identities
+// held anything (messages, a value or a Clear mark); identities with
+// nothing but an emptied conversations row are removed too, uncounted.
+func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
+	if err := s.checkScope(ctx, "ForgetScope", sc); err != nil {
+		return 0, err
+	}
+	if err := s.write(ctx, func(b *pgx.Batch) { b.Queue(s.q.setForgotten) }); err != nil {
+		return 0, s.wrapScope("ForgetScope", sc, fmt.Errorf("drawing a forgotten version: %w", err))
+	}
+	var found []scoped
+	err := s.retry(ctx, func() error {
+		var err error
+		found, err = s.scope(ctx, s.pool, sc)
+		return err
+	})
+	if err != nil {
+		return 0, s.wrapScope("ForgetScope", sc, err)
+	}
+	forgotten := 0
+	for chunk := range slices.Chunk(found, forgetChunk) {
+		locks := make([]int64, len(chunk))
+		for i, f := range chunk {
+			locks[i] = s.identityLock(f.k)
+		}
+		slices.Sort(locks)
+		err := s.write(ctx, func(b *pgx.Batch) {
+			for i, l := range locks {
+				if i == 0 || l != locks[i-1] {
+					b.Queue("SELECT pg_advisory_xact_lock($1)", l)
+				}
+			}
+			for _, f := range chunk {
+				s.queueForget(b, f.k)
+			}
+		})
+		if err != nil {
+			return forgotten, s.wrapScope("ForgetScope", sc, fmt.Errorf("removing the rows of identity %q and %d more: %w",
+				chunk[0].k.key, len(chunk)-1, err))
+		}
+		for _, f := range chunk {
+			if f.held {
+				forgotten++
+			}
+		}
+	}
+	return forgotten, nil
+}
