@@ -17,9 +17,10 @@
 //	postgres://user:pass@host/db  (or postgresql://; -prefix sets the table prefix, default "memstack_")
 //
 // The command reaches every namespace of the backend, as store.Forget
-// does, whatever namespace the memories were given. forget asks for -yes,
-// prints how many conversations it removed, and exits 0; a store that does
-// not exist (a missing SQLite file) is an error, never created. Exit
+// does, whatever namespace the memories were given. It never creates a
+// store: a missing SQLite file is an error, and PostgreSQL tables are
+// opened without DDL (pgstore.WithoutDDL). forget asks for -yes,
+// prints how many conversations it removed, and exits 0. Exit
 // status: 0 on success, 1 on a failure, 2 on bad usage.
 package main
 
@@ -185,7 +186,9 @@ func openStore(ctx context.Context, o options) (store.Store, func(), error) {
 		}
 		return s, func() { _ = s.Close() }, nil
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		var opts []pgstore.Option
+		// Never create or migrate tables: a mistyped DSN or prefix must
+		// not leave an empty schema behind.
+		opts := []pgstore.Option{pgstore.WithoutDDL()}
 		if prefix != "" {
 			opts = append(opts, pgstore.WithTablePrefix(prefix))
 		}
