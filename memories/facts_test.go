@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
-	"github.com/memstack/memstack/store/sqlitestore"
 	"github.com/memstack/memstack/tokens"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -518,13 +516,9 @@ func TestFacts_PersistsAcrossInstances(t *testing.T) {
 		name string
 		open func(t *testing.T) store.Store
 	}{
+		// A real SQLite file: internal/proof's TestRestart_FactsOverSQLite
+		// (this module has no database driver).
 		{"InMemory", func(t *testing.T) store.Store { return store.NewInMemory() }},
-		{"SQLite", func(t *testing.T) store.Store {
-			s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "facts.db"))
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		}},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

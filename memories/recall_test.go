@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +19,6 @@ import (
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
-	"github.com/memstack/memstack/store/sqlitestore"
 	"github.com/philippgille/chromem-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -670,34 +668,9 @@ func TestRecall_VectorRestartUsesPersistedEmbeddings(t *testing.T) {
 	assert.Equal(t, int64(len(rcTurns)), e.texts.Load())
 }
 
-func TestRecall_RestartOverSQLiteAndPersistentChromem(t *testing.T) {
-	dir := t.TempDir()
-	dbPath, vecDir := filepath.Join(dir, "memory.db"), filepath.Join(dir, "vectors")
-	ctx := ctIDCtx(memstack.Identity{Tenant: "acme", User: "u42", Conversation: "c7"})
-	e := newRCEmbedder()
-	open := func() (*memories.Recall, *sqlitestore.Store) {
-		st, err := sqlitestore.Open(context.Background(), dbPath)
-		require.NoError(t, err)
-		m := rcNew(t, memories.WithStore(st), memories.WithK(1),
-			memories.WithHybrid(e, rcChromemAt(t, vecDir), retrieval.WithEmbedderName("hash")))
-		return m, st
-	}
-	m, st := open()
-	rcSaveAll(t, m, ctx)
-	require.NoError(t, st.Close())
-	embedded := e.texts.Load()
-	require.Equal(t, int64(len(rcTurns)), embedded)
-
-	// The process restarts: everything is reopened from disk.
-	m, st = open()
-	defer st.Close()
-	assert.Equal(t, rcExchange(0), rcAsk(t, m, ctx, "What did we settle on for the database?"))
-	assert.Equal(t, rcExchange(2), rcAsk(t, m, ctx, "offsite"))
-	assert.Equal(t, embedded, e.texts.Load(), "the lexical part is rebuilt from SQLite, the vectors come from disk")
-	require.NoError(t, m.SaveContext(ctx, map[string]any{"input": "And the wiki?"}, map[string]any{"output": "Confluence."}))
-	assert.Equal(t, embedded+1, e.texts.Load(), "only the new exchange is embedded")
-	assert.Equal(t, "Human: And the wiki?\nAI: Confluence.", rcAsk(t, m, ctx, "wiki"))
-}
+// The restart over SQLite and a persistent chromem directory is
+// internal/proof's TestRestart_RecallOverSQLiteAndPersistentChromem (this
+// module has no database driver).
 
 func TestRecall_VectorSpaceMismatch(t *testing.T) {
 	dir := t.TempDir()

@@ -17,7 +17,8 @@
 //     Recorder in the context (StartRecorder, naming the identity with
 //     IdentityHash), times the call (FinishNow), and hands the finished
 //     Report to a Sink: a plain Go func (SinkFunc), log/slog (Slog), or
-//     OpenTelemetry spans and metrics (OTel).
+//     OpenTelemetry spans and metrics (otelobserve.New, in the module
+//     github.com/memstack/memstack/observe/otelobserve).
 //
 // Reports never contain message text or user identities: items are named by
 // an ID (a Seq, a fact key) and the identity by memstack.Identity.Hash; an
@@ -126,7 +127,7 @@ func NewRecorder(op, layer, idHash string) *Recorder {
 }
 
 // StartRecorder is NewRecorder that also notes the start time, for
-// FinishNow and for the span start of the OTel sink.
+// FinishNow and for the span start of the OpenTelemetry sink.
 func StartRecorder(op, layer, idHash string) *Recorder {
 	return &Recorder{r: Report{Op: op, Layer: layer, IdentityHash: idHash, Start: time.Now()}}
 }

@@ -22,7 +22,7 @@ package testsvc
 //     (removed at stop), OLLAMA_NO_CLOUD=1 (no cloud models, no sign-in),
 //     OLLAMA_KEEP_ALIVE=-1 (the model stays loaded between tests).
 //   - Model: "tiny" (OllamaModel), created over the HTTP API with the
-//     github.com/ollama/ollama/api client from the GGUF that
+//     few HTTP calls of ollamaClient from the GGUF that
 //     internal/tinymodel generates: the blob is uploaded, then created with
 //     tinymodel.Template and num_ctx 512, num_thread 1 (two threads on two
 //     cores are ten times slower), stop ["</s>"]. It answers
@@ -43,10 +43,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,8 +58,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ollama/ollama/api"
 
 	"github.com/memstack/memstack/internal/tinymodel"
 )
@@ -280,9 +279,101 @@ func ollamaEnviron() []string {
 	return env
 }
 
-func (s *ollamaServer) client() *api.Client {
-	u, _ := url.Parse(s.baseURL) // built above from a literal and a port: always valid
-	return api.NewClient(u, &http.Client{Timeout: ollamaStartTimeout})
+// client returns a client of the server's HTTP API. It speaks the few
+// endpoints the helper needs with net/http, so this package (and every
+// module whose tests use it) needs no Ollama module.
+func (s *ollamaServer) client() *ollamaClient {
+	return &ollamaClient{base: s.baseURL, http: &http.Client{Timeout: ollamaStartTimeout}}
+}
+
+// ollamaClient calls the Ollama HTTP API (docs/api.md of ollama/ollama).
+type ollamaClient struct {
+	base string
+	http *http.Client
+}
+
+// do sends a request with body (JSON-encoded unless an io.Reader) and
+// decodes a JSON answer into out (if not nil).
+func (c *ollamaClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case io.Reader:
+		rd = b
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Heartbeat is HEAD /.
+func (c *ollamaClient) Heartbeat(ctx context.Context) error {
+	return c.do(ctx, http.MethodHead, "/", nil, nil)
+}
+
+// CreateBlob uploads a blob.
+func (c *ollamaClient) CreateBlob(ctx context.Context, digest string, r io.Reader) error {
+	return c.do(ctx, http.MethodPost, "/api/blobs/"+digest, r, nil)
+}
+
+// ollamaCreate is the body of POST /api/create.
+type ollamaCreate struct {
+	Model      string            `json:"model"`
+	Files      map[string]string `json:"files"`
+	Template   string            `json:"template"`
+	Parameters map[string]any    `json:"parameters"`
+	Stream     bool              `json:"stream"`
+}
+
+// Create creates a model (not streamed) and returns its final status.
+func (c *ollamaClient) Create(ctx context.Context, req ollamaCreate) (string, error) {
+	var resp struct {
+		Status string `json:"status"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/create", req, &resp)
+	return resp.Status, err
+}
+
+// ollamaModels is the answer of GET /api/tags.
+type ollamaModels struct {
+	Models []struct {
+		Name    string `json:"name"`
+		Details struct {
+			Family string `json:"family"`
+		} `json:"details"`
+	} `json:"models"`
+}
+
+// List lists the models.
+func (c *ollamaClient) List(ctx context.Context) (ollamaModels, error) {
+	var out ollamaModels
+	err := c.do(ctx, http.MethodGet, "/api/tags", nil, &out)
+	return out, err
 }
 
 // createModel uploads the tiny GGUF as a blob, creates OllamaModel from it
@@ -295,9 +386,7 @@ func (s *ollamaServer) createModel(ctx context.Context) error {
 	if err := client.CreateBlob(ctx, digest, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("testsvc: uploading the tiny model blob to %s: %w: %s", s.baseURL, err, s.logTail())
 	}
-	stream := false
-	var last string
-	err := client.Create(ctx, &api.CreateRequest{
+	last, err := client.Create(ctx, ollamaCreate{
 		Model:    OllamaModel,
 		Files:    map[string]string{"tiny.gguf": digest},
 		Template: tinymodel.Template,
@@ -306,10 +395,6 @@ func (s *ollamaServer) createModel(ctx context.Context) error {
 			"num_thread": 1,
 			"stop":       []string{"</s>"},
 		},
-		Stream: &stream,
-	}, func(p api.ProgressResponse) error {
-		last = p.Status
-		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("testsvc: creating model %q on %s: %w: %s", OllamaModel, s.baseURL, err, s.logTail())

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +25,7 @@ func TestOllamaSharedServer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := api.NewClient(u, http.DefaultClient)
+	client := &ollamaClient{base: base, http: http.DefaultClient}
 	require.NoError(t, client.Heartbeat(ctx))
 
 	list, err := client.List(ctx)
@@ -35,22 +34,21 @@ func TestOllamaSharedServer(t *testing.T) {
 	assert.Equal(t, OllamaModel+":latest", list.Models[0].Name)
 	assert.Equal(t, "llama", list.Models[0].Details.Family)
 
-	show, err := client.Show(ctx, &api.ShowRequest{Model: OllamaModel})
-	require.NoError(t, err)
+	var show struct {
+		Template   string `json:"template"`
+		Parameters string `json:"parameters"`
+	}
+	require.NoError(t, client.do(ctx, http.MethodPost, "/api/show", map[string]any{"model": OllamaModel}, &show))
 	assert.Equal(t, tinymodel.Template, show.Template)
 	assert.Contains(t, show.Parameters, "num_ctx")
 	assert.Contains(t, show.Parameters, "num_thread")
 
-	stream := false
-	var answer string
-	var done bool
-	err = client.Generate(ctx, &api.GenerateRequest{Model: OllamaModel, Prompt: "Say hi", Stream: &stream},
-		func(r api.GenerateResponse) error {
-			answer += r.Response
-			done = r.Done
-			return nil
-		})
-	require.NoError(t, err)
+	var gen struct {
+		Response string `json:"response"`
+		Done     bool   `json:"done"`
+	}
+	require.NoError(t, client.do(ctx, http.MethodPost, "/api/generate", map[string]any{"model": OllamaModel, "prompt": "Say hi", "stream": false}, &gen))
+	answer, done := gen.Response, gen.Done
 	assert.True(t, done)
 	assert.Equal(t, tinymodel.Answer, answer)
 }

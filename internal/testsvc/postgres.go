@@ -34,6 +34,7 @@ package testsvc
 //     notice the postmaster is gone and exit.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,8 +50,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgStartTimeout bounds initdb and each server start.
@@ -336,17 +335,21 @@ func (s *PostgresServer) launchLocked() error {
 	}
 }
 
-// ping connects once and runs SELECT 1.
+// ping connects once and runs SELECT 1, with the server's own psql (so
+// this package needs no driver module).
 func (s *PostgresServer) ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	conn, err := pgconn.Connect(ctx, s.DSN())
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "psql"), "-X", "-q", "-t", "-A", "-w", "-c", "SELECT 1", s.DSN())
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=2")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return err
+		return fmt.Errorf("psql: %w: %s", err, bytes.TrimSpace(out))
 	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "SELECT 1").ReadAll()
-	return err
+	if got := string(bytes.TrimSpace(out)); got != "1" {
+		return fmt.Errorf("psql: SELECT 1 answered %q", got)
+	}
+	return nil
 }
 
 func (s *PostgresServer) logTail() string {

@@ -1,23 +1,89 @@
 package testsvc
 
 import (
-	"context"
+	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func redisClient(t *testing.T, addr string) *redis.Client {
+// redisArray sends one command and reads an array of bulk strings (this
+// module has no Redis client; redisCommand reads single replies).
+func redisArray(addr string, args ...string) ([]string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if strings.HasPrefix(line, "-") {
+		return nil, fmt.Errorf("%s: %s", args[0], line[1:])
+	}
+	if !strings.HasPrefix(line, "*") {
+		return nil, fmt.Errorf("%s: not an array: %q", args[0], line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, n)
+	for range n {
+		h, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		h = strings.TrimRight(h, "\r\n")
+		l, err := strconv.Atoi(strings.TrimPrefix(h, "$"))
+		if err != nil || !strings.HasPrefix(h, "$") {
+			return nil, fmt.Errorf("%s: element %q", args[0], h)
+		}
+		if l < 0 {
+			out = append(out, "")
+			continue
+		}
+		buf := make([]byte, l+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		out = append(out, string(buf[:l]))
+	}
+	return out, nil
+}
+
+func mustRedis(t *testing.T, addr string, args ...string) string {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	v, err := redisCommand(addr, args...)
+	require.NoError(t, err, "%v", args)
+	return v
+}
+
+func redisConfig(t *testing.T, addr, name string) string {
+	t.Helper()
+	kv, err := redisArray(addr, "CONFIG", "GET", name)
+	require.NoError(t, err)
+	require.Len(t, kv, 2)
+	return kv[1]
 }
 
 func TestRedisSharedServer(t *testing.T) {
@@ -27,43 +93,30 @@ func TestRedisSharedServer(t *testing.T) {
 	assert.Equal(t, "127.0.0.1", host, "servers listen on loopback only")
 	assert.Equal(t, addr, Redis(t), "one shared server per test binary")
 
-	ctx := context.Background()
-	c := redisClient(t, addr)
-	require.NoError(t, c.Set(ctx, "testsvc:shared", "v", 0).Err())
-	got, err := c.Get(ctx, "testsvc:shared").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "v", got)
+	mustRedis(t, addr, "SET", "testsvc:shared", "v")
+	assert.Equal(t, "v", mustRedis(t, addr, "GET", "testsvc:shared"))
 
 	// The shared server keeps nothing on disk.
-	cfg, err := c.ConfigGet(ctx, "appendonly").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "no", cfg["appendonly"])
-	cfg, err = c.ConfigGet(ctx, "save").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "", cfg["save"])
-	cfg, err = c.ConfigGet(ctx, "bind").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "127.0.0.1", cfg["bind"])
+	assert.Equal(t, "no", redisConfig(t, addr, "appendonly"))
+	assert.Equal(t, "", redisConfig(t, addr, "save"))
+	assert.Equal(t, "127.0.0.1", redisConfig(t, addr, "bind"))
 }
 
 func TestRedisPrivateServerKillRestart(t *testing.T) {
 	s := StartRedis(t)
 	require.NotEqual(t, Redis(t), s.Addr(), "a private server is not the shared one")
-	ctx := context.Background()
-	c := redisClient(t, s.Addr())
-	require.NoError(t, c.Set(ctx, "k", "acknowledged", 0).Err())
+	mustRedis(t, s.Addr(), "SET", "k", "acknowledged")
 
 	require.NoError(t, s.Kill())
 	require.Error(t, redisPing(s.Addr()), "a killed server does not answer")
-	require.Error(t, c.Get(ctx, "k").Err(), "calls fail while the server is down")
+	_, err := redisCommand(s.Addr(), "GET", "k")
+	require.Error(t, err, "calls fail while the server is down")
 	require.NoError(t, s.Kill(), "killing a stopped server is a no-op")
 
 	require.NoError(t, s.Restart())
-	// The append-only file (fsync always) kept the acknowledged write, and
-	// the same client reconnects by itself.
-	got, err := c.Get(ctx, "k").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "acknowledged", got)
+	// The append-only file (fsync always) kept the acknowledged write, on
+	// the same address.
+	assert.Equal(t, "acknowledged", mustRedis(t, s.Addr(), "GET", "k"))
 
 	// Restart of a running server kills it first and comes back too.
 	require.NoError(t, s.Restart())
@@ -87,33 +140,24 @@ func TestRedisFindBin(t *testing.T) {
 
 func TestRedisCluster(t *testing.T) {
 	s := StartRedisCluster(t)
-	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr()}})
-	t.Cleanup(func() { _ = c.Close() })
-
-	require.NoError(t, c.Set(ctx, "{tag}:a", "1", 0).Err())
-	require.NoError(t, c.Set(ctx, "{tag}:b", "2", 0).Err())
-	got, err := c.MGet(ctx, "{tag}:a", "{tag}:b").Result()
+	mustRedis(t, s.Addr(), "SET", "{tag}:a", "1")
+	mustRedis(t, s.Addr(), "SET", "{tag}:b", "2")
+	got, err := redisArray(s.Addr(), "MGET", "{tag}:a", "{tag}:b")
 	require.NoError(t, err, "keys sharing a hash tag live in one slot")
-	assert.Equal(t, []any{"1", "2"}, got)
+	assert.Equal(t, []string{"1", "2"}, got)
 
 	// The node really is a cluster: keys of different slots in one command
 	// are refused.
-	raw := redisClient(t, s.Addr())
-	err = raw.MGet(ctx, "a", "b").Err()
+	_, err = redisArray(s.Addr(), "MGET", "a", "b")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "CROSSSLOT")
 
-	slot, err := raw.ClusterKeySlot(ctx, "{tag}:a").Result()
-	require.NoError(t, err)
-	assert.Equal(t, int64(crc16("tag")%16384), slot)
+	assert.Equal(t, fmt.Sprint(crc16("tag")%16384), mustRedis(t, s.Addr(), "CLUSTER", "KEYSLOT", "{tag}:a"))
 
 	// After a crash the node comes back with its slots and data.
 	require.NoError(t, s.Kill())
 	require.NoError(t, s.Restart())
-	v, err := c.Get(ctx, "{tag}:b").Result()
-	require.NoError(t, err)
-	assert.Equal(t, "2", v)
+	assert.Equal(t, "2", mustRedis(t, s.Addr(), "GET", "{tag}:b"))
 }
 
 // crc16 is Redis Cluster's key hash (CRC-16/XMODEM).

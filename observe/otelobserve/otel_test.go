@@ -1,4 +1,4 @@
-package observe_test
+package otelobserve_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
+	"github.com/memstack/memstack/observe/otelobserve"
 )
 
 type otelHarness struct {
@@ -36,7 +37,7 @@ func newOTel(t *testing.T) *otelHarness {
 		_ = h.tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	})
-	sink, err := observe.OTel(h.tp, mp)
+	sink, err := otelobserve.New(h.tp, mp)
 	require.NoError(t, err)
 	h.sink = sink
 	return h
@@ -48,7 +49,7 @@ func (h *otelHarness) metrics(t *testing.T) map[string]metricdata.Aggregation {
 	require.NoError(t, h.reader.Collect(context.Background(), &rm))
 	out := map[string]metricdata.Aggregation{}
 	for _, sm := range rm.ScopeMetrics {
-		assert.Equal(t, observe.InstrumentationName, sm.Scope.Name)
+		assert.Equal(t, otelobserve.InstrumentationName, sm.Scope.Name)
 		for _, m := range sm.Metrics {
 			out[m.Name] = m.Data
 		}
@@ -114,19 +115,19 @@ func TestOTelSpanFromAReport(t *testing.T) {
 
 	m := h.metrics(t)
 	opLayer := map[string]any{"op": "load", "layer": "recall"}
-	hist, ok := m[observe.MetricDuration].(metricdata.Histogram[float64])
+	hist, ok := m[otelobserve.MetricDuration].(metricdata.Histogram[float64])
 	require.True(t, ok)
 	require.Len(t, hist.DataPoints, 1)
 	assert.Equal(t, opLayer, attrs(hist.DataPoints[0].Attributes.ToSlice()))
 	assert.Equal(t, uint64(1), hist.DataPoints[0].Count)
 	assert.InDelta(t, 0.25, hist.DataPoints[0].Sum, 1e-9)
-	assert.Equal(t, int64(2), sumFor(t, m[observe.MetricInjected], opLayer))
-	assert.Equal(t, int64(120), sumFor(t, m[observe.MetricTokens], opLayer))
-	assert.Equal(t, int64(0), sumFor(t, m[observe.MetricLLMCalls], opLayer))
-	assert.Equal(t, int64(1), sumFor(t, m[observe.MetricEmbeddingCalls], opLayer))
-	assert.Equal(t, int64(1), sumFor(t, m[observe.MetricDropped], map[string]any{"op": "load", "layer": "recall", "reason": observe.ReasonThreshold}))
-	assert.Equal(t, int64(1), sumFor(t, m[observe.MetricDropped], map[string]any{"op": "load", "layer": "recall", "reason": observe.ReasonBudget}))
-	assert.NotContains(t, m, observe.MetricErrors, "no call failed")
+	assert.Equal(t, int64(2), sumFor(t, m[otelobserve.MetricInjected], opLayer))
+	assert.Equal(t, int64(120), sumFor(t, m[otelobserve.MetricTokens], opLayer))
+	assert.Equal(t, int64(0), sumFor(t, m[otelobserve.MetricLLMCalls], opLayer))
+	assert.Equal(t, int64(1), sumFor(t, m[otelobserve.MetricEmbeddingCalls], opLayer))
+	assert.Equal(t, int64(1), sumFor(t, m[otelobserve.MetricDropped], map[string]any{"op": "load", "layer": "recall", "reason": observe.ReasonThreshold}))
+	assert.Equal(t, int64(1), sumFor(t, m[otelobserve.MetricDropped], map[string]any{"op": "load", "layer": "recall", "reason": observe.ReasonBudget}))
+	assert.NotContains(t, m, otelobserve.MetricErrors, "no call failed")
 }
 
 func TestOTelSpanCarriesTimes(t *testing.T) {
@@ -165,7 +166,7 @@ func TestOTelErrorStatusAndErrorCounter(t *testing.T) {
 	// No start in the report: the span ends now and lasts the duration.
 	assert.Equal(t, time.Second, spans[0].EndTime().Sub(spans[0].StartTime()))
 	assert.WithinDuration(t, time.Now(), spans[0].EndTime(), 5*time.Second)
-	assert.Equal(t, int64(1), sumFor(t, h.metrics(t)[observe.MetricErrors], map[string]any{"op": "save", "layer": "facts"}))
+	assert.Equal(t, int64(1), sumFor(t, h.metrics(t)[otelobserve.MetricErrors], map[string]any{"op": "save", "layer": "facts"}))
 }
 
 func TestOTelSpanIsAChildOfTheCallersSpan(t *testing.T) {
@@ -190,22 +191,22 @@ func TestOTelCapsDroppedEvents(t *testing.T) {
 	require.Len(t, spans, 1)
 	require.Len(t, spans[0].Events(), 32)
 	assert.Equal(t, 99.0, attrs(spans[0].Events()[0].Attributes)["memstack.item.score"], "the highest scores first")
-	assert.Equal(t, int64(100), sumFor(t, h.metrics(t)[observe.MetricDropped], map[string]any{"op": "load", "layer": "x", "reason": observe.ReasonWindow}))
+	assert.Equal(t, int64(100), sumFor(t, h.metrics(t)[otelobserve.MetricDropped], map[string]any{"op": "load", "layer": "x", "reason": observe.ReasonWindow}))
 }
 
 func TestOTelProviders(t *testing.T) {
-	_, err := observe.OTel(nil, nil)
+	_, err := otelobserve.New(nil, nil)
 	assert.Error(t, err)
 
 	// Only traces, or only metrics.
 	spans := tracetest.NewSpanRecorder()
-	sink, err := observe.OTel(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)), nil)
+	sink, err := otelobserve.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)), nil)
 	require.NoError(t, err)
 	sink.Observe(context.Background(), observe.Report{Op: observe.OpLoad, Layer: "x"})
 	assert.Len(t, spans.Ended(), 1)
 
 	reader := sdkmetric.NewManualReader()
-	sink, err = observe.OTel(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	sink, err = otelobserve.New(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	//nolint:staticcheck // a nil context is tolerated
 	sink.Observe(nil, observe.Report{Op: observe.OpLoad, Layer: "x"})
@@ -234,6 +235,6 @@ func TestOTelThroughWrap(t *testing.T) {
 	assert.Positive(t, a["memstack.tokens"].(int64))
 	assert.True(t, spans[1].EndTime().After(spans[1].StartTime()))
 	m := h.metrics(t)
-	hist := m[observe.MetricDuration].(metricdata.Histogram[float64])
+	hist := m[otelobserve.MetricDuration].(metricdata.Histogram[float64])
 	assert.Len(t, hist.DataPoints, 2, "one series per op")
 }

@@ -1,4 +1,9 @@
-package observe
+// Package otelobserve is memstack's OpenTelemetry sink: it turns each
+// observe.Report into a span and metrics. It is a module of its own
+// (github.com/memstack/memstack/observe/otelobserve), so a program that
+// does not export to OpenTelemetry pays for none of it; the observe
+// package in the core module has the API and the func and log/slog sinks.
+package otelobserve
 
 import (
 	"context"
@@ -7,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/memstack/memstack/observe"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -33,17 +39,17 @@ const (
 // maxSpanEvents caps the "dropped" events of one span.
 const maxSpanEvents = 32
 
-// OTel returns a Sink that turns each Report into an OpenTelemetry span and
+// New returns an observe.Sink that turns each observe.Report into an OpenTelemetry span and
 // metrics.
 //
-// Span: one per Report, named "memstack.<op> <layer>" (for example
+// Span: one per observe.Report, named "memstack.<op> <layer>" (for example
 // "memstack.load 1:RecentN"), a child of the span in the call's context,
-// with the Report's start and end as its timestamps (the span is recorded
+// with the observe.Report's start and end as its timestamps (the span is recorded
 // when the call has finished, so it cannot be the parent of spans made
 // inside the call). Attributes: memstack.op, memstack.layer,
 // memstack.identity_hash, memstack.injected and memstack.dropped (item
 // counts), memstack.tokens, memstack.llm_calls, memstack.embedding_calls,
-// and memstack.at (Report.At in RFC 3339 with nanoseconds, when set); one
+// and memstack.at (observe.Report.At in RFC 3339 with nanoseconds, when set); one
 // "dropped" event per dropped item (at most 32) with its kind, id, reason,
 // score, tokens and, when known, time (memstack.item.time, RFC 3339);
 // status Error with the error's text when the call failed.
@@ -56,7 +62,7 @@ const maxSpanEvents = 32
 // A nil provider turns its half off; both nil is an error. Nothing carries
 // message text or the identity itself, except as far as an error's text
 // does (see Slog).
-func OTel(tracerProvider trace.TracerProvider, meterProvider metric.MeterProvider) (Sink, error) {
+func New(tracerProvider trace.TracerProvider, meterProvider metric.MeterProvider) (observe.Sink, error) {
 	if tracerProvider == nil && meterProvider == nil {
 		return nil, errors.New("observe: OTel: both the tracer provider and the meter provider are nil")
 	}
@@ -102,7 +108,7 @@ type otelSink struct {
 	injected, dropped, tokens, llm, embedding, errors metric.Int64Counter
 }
 
-func (s *otelSink) Observe(ctx context.Context, r Report) {
+func (s *otelSink) Observe(ctx context.Context, r observe.Report) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -126,7 +132,7 @@ func (s *otelSink) Observe(ctx context.Context, r Report) {
 		s.errors.Add(ctx, 1, opt)
 	}
 	if len(r.Dropped) > 0 {
-		reasons := CountReasons(r.Dropped)
+		reasons := observe.CountReasons(r.Dropped)
 		for reason, n := range reasons {
 			s.dropped.Add(ctx, int64(n), metric.WithAttributes(
 				attribute.String("op", r.Op), attribute.String("layer", r.Layer), attribute.String("reason", reason)))
@@ -134,7 +140,7 @@ func (s *otelSink) Observe(ctx context.Context, r Report) {
 	}
 }
 
-func (s *otelSink) span(ctx context.Context, r Report, start, end time.Time) {
+func (s *otelSink) span(ctx context.Context, r observe.Report, start, end time.Time) {
 	_, span := s.tracer.Start(ctx, "memstack."+r.Op+" "+r.Layer,
 		trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -157,7 +163,7 @@ func (s *otelSink) span(ctx context.Context, r Report, start, end time.Time) {
 	}
 	dropped := r.Dropped
 	if len(dropped) > maxSpanEvents {
-		dropped = append([]Item(nil), dropped...)
+		dropped = append([]observe.Item(nil), dropped...)
 		// Keep the most telling ones: the highest-scored first.
 		sort.SliceStable(dropped, func(i, j int) bool { return dropped[i].Score > dropped[j].Score })
 		dropped = dropped[:maxSpanEvents]
