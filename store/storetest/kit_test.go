@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,30 +226,108 @@ func (s removeForgetsTimes) All(ctx context.Context, id memstack.Identity) ([]st
 	return s.forget(s.InMemory.All(ctx, id))
 }
 
+// nsBackend is a backend of several namespaces, an InMemory each, as a
+// SQL file or a Redis prefix holds them: Forget reaches every namespace,
+// Clear one. clearForgets and forgetClears break that rule.
+type nsBackend struct {
+	mu     sync.Mutex
+	spaces map[string]*store.InMemory
+}
+
+type nsStore struct {
+	store.Store                // an *store.InMemory, seen only as a Store (no Users: it would see one namespace)
+	b                          *nsBackend
+	ns                         string
+	clearForgets, forgetClears bool
+}
+
+func (s nsStore) Namespace() string { return s.ns }
+
+func (s nsStore) Forget(ctx context.Context, id memstack.Identity) error {
+	if s.forgetClears {
+		return s.Store.Clear(ctx, id)
+	}
+	s.b.mu.Lock()
+	spaces := make([]*store.InMemory, 0, len(s.b.spaces))
+	for _, sp := range s.b.spaces {
+		spaces = append(spaces, sp)
+	}
+	s.b.mu.Unlock()
+	for _, sp := range spaces {
+		if err := sp.Forget(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s nsStore) Clear(ctx context.Context, id memstack.Identity) error {
+	if s.clearForgets {
+		return s.Forget(ctx, id)
+	}
+	return s.Store.Clear(ctx, id)
+}
+
+// namespacedOpener opens ns and ns+"_b" as two namespaces of one backend.
+func namespacedOpener(clearForgets, forgetClears bool) storetest.Opener {
+	var mu sync.Mutex
+	backends := map[string]*nsBackend{}
+	return func(_ testing.TB, ns string) (store.Store, error) {
+		base := strings.TrimSuffix(ns, "_b")
+		mu.Lock()
+		b := backends[base]
+		if b == nil {
+			b = &nsBackend{spaces: map[string]*store.InMemory{}}
+			backends[base] = b
+		}
+		mu.Unlock()
+		b.mu.Lock()
+		sp := b.spaces[ns]
+		if sp == nil {
+			sp = store.NewInMemory()
+			b.spaces[ns] = sp
+		}
+		b.mu.Unlock()
+		return nsStore{Store: sp, b: b, ns: ns, clearForgets: clearForgets, forgetClears: forgetClears}, nil
+	}
+}
+
+// TestNamespacedConformance checks the test's own multi-namespace store:
+// the broken ones below differ from it in one rule only.
+func TestNamespacedConformance(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("child process")
+	}
+	storetest.Run(t, namespacedOpener(false, false))
+}
+
 var brokenStores = map[string]struct {
 	wrap    func(*store.InMemory) store.Store
+	open    storetest.Opener // instead of wrap: a store with namespaces
 	subtest string
 }{
-	"appends one by one":                           {func(s *store.InMemory) store.Store { return oneByOne{s} }, "AppendTurnIsAtomic"},
-	"RemovePrefix drops system":                    {func(s *store.InMemory) store.Store { return unpinned{s} }, "RemovePrefixPinsSystemMessages"},
-	"Last accepts n < 1":                           {func(s *store.InMemory) store.Store { return lenientLast{s} }, "LastRejectsNBelowOne"},
-	"half turns":                                   {func(s *store.InMemory) store.Store { return halfTurns{s} }, "AppendKeepsOrder"},
-	"Last returns one more":                        {func(s *store.InMemory) store.Store { return lastOneMore{s} }, "Last"},
-	"Clear keeps system":                           {func(s *store.InMemory) store.Store { return clearKeepsSystem{s} }, "Clear"},
-	"ignores context":                              {func(s *store.InMemory) store.Store { return ignoresContext{s} }, "CancelledContext"},
-	"PutState ignores CAS":                         {func(s *store.InMemory) store.Store { return blindPut{s} }, "StateCompareAndSet"},
-	"absent reads as 0 after Clear":                {func(s *store.InMemory) store.Store { return absentIsZero{s} }, "ClearDefeatsEarlierCommits"},
-	"absent reads as 0 while Clears race":          {func(s *store.InMemory) store.Store { return absentIsZero{s} }, "ClearRacingCommitsLeavesNothingOlder"},
-	"Clear marks every identity":                   {func(s *store.InMemory) store.Store { return clearMarksAll{s} }, "ClearMarksOneIdentity"},
-	"joined identity keys":                         {func(s *store.InMemory) store.Store { return joinedKeys{s} }, "IdentitiesIsolated"},
-	"Forget keeps state":                           {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "Forget"},
-	"Forget keeps state of adversarial identities": {func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, "ForgetAdversarialIdentities"},
-	"ignores the context's time":                   {func(s *store.InMemory) store.Store { return ignoresContext{s} }, "TimeFromContext"},
-	"times lose their offset":                      {func(s *store.InMemory) store.Store { return utcTimes{s} }, "TimeFromContext"},
-	"a time per message":                           {func(s *store.InMemory) store.Store { return perMessageTimes{s} }, "TimeSharedByTurn"},
-	"a stale clock":                                {func(s *store.InMemory) store.Store { return staleClock{s, time.Now().Add(-time.Hour)} }, "TimeDefaultsToNow"},
-	"RemovePrefix forgets times": {func(s *store.InMemory) store.Store { return removeForgetsTimes{s, new(atomic.Bool)} },
-		"TimeSurvivesRemovePrefix"},
+	"Clear forgets every namespace":                {open: namespacedOpener(true, false), subtest: "ClearVersusForgetAcrossNamespaces"},
+	"Forget clears one namespace":                  {open: namespacedOpener(false, true), subtest: "ClearVersusForgetAcrossNamespaces"},
+	"appends one by one":                           {wrap: func(s *store.InMemory) store.Store { return oneByOne{s} }, subtest: "AppendTurnIsAtomic"},
+	"RemovePrefix drops system":                    {wrap: func(s *store.InMemory) store.Store { return unpinned{s} }, subtest: "RemovePrefixPinsSystemMessages"},
+	"Last accepts n < 1":                           {wrap: func(s *store.InMemory) store.Store { return lenientLast{s} }, subtest: "LastRejectsNBelowOne"},
+	"half turns":                                   {wrap: func(s *store.InMemory) store.Store { return halfTurns{s} }, subtest: "AppendKeepsOrder"},
+	"Last returns one more":                        {wrap: func(s *store.InMemory) store.Store { return lastOneMore{s} }, subtest: "Last"},
+	"Clear keeps system":                           {wrap: func(s *store.InMemory) store.Store { return clearKeepsSystem{s} }, subtest: "Clear"},
+	"ignores context":                              {wrap: func(s *store.InMemory) store.Store { return ignoresContext{s} }, subtest: "CancelledContext"},
+	"PutState ignores CAS":                         {wrap: func(s *store.InMemory) store.Store { return blindPut{s} }, subtest: "StateCompareAndSet"},
+	"absent reads as 0 after Clear":                {wrap: func(s *store.InMemory) store.Store { return absentIsZero{s} }, subtest: "ClearDefeatsEarlierCommits"},
+	"absent reads as 0 while Clears race":          {wrap: func(s *store.InMemory) store.Store { return absentIsZero{s} }, subtest: "ClearRacingCommitsLeavesNothingOlder"},
+	"Clear marks every identity":                   {wrap: func(s *store.InMemory) store.Store { return clearMarksAll{s} }, subtest: "ClearMarksOneIdentity"},
+	"joined identity keys":                         {wrap: func(s *store.InMemory) store.Store { return joinedKeys{s} }, subtest: "IdentitiesIsolated"},
+	"Forget keeps state":                           {wrap: func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, subtest: "Forget"},
+	"Forget keeps state of adversarial identities": {wrap: func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, subtest: "ForgetAdversarialIdentities"},
+	"ignores the context's time":                   {wrap: func(s *store.InMemory) store.Store { return ignoresContext{s} }, subtest: "TimeFromContext"},
+	"times lose their offset":                      {wrap: func(s *store.InMemory) store.Store { return utcTimes{s} }, subtest: "TimeFromContext"},
+	"a time per message":                           {wrap: func(s *store.InMemory) store.Store { return perMessageTimes{s} }, subtest: "TimeSharedByTurn"},
+	"a stale clock":                                {wrap: func(s *store.InMemory) store.Store { return staleClock{s, time.Now().Add(-time.Hour)} }, subtest: "TimeDefaultsToNow"},
+	"RemovePrefix forgets times": {wrap: func(s *store.InMemory) store.Store { return removeForgetsTimes{s, new(atomic.Bool)} },
+		subtest: "TimeSurvivesRemovePrefix"},
 }
 
 const brokenEnv = "STORETEST_BROKEN_STORE"
@@ -261,6 +341,10 @@ func TestBrokenStoreChild(t *testing.T) {
 	}
 	b, ok := brokenStores[name]
 	require.True(t, ok, "unknown broken store %q", name)
+	if b.open != nil {
+		storetest.Run(t, b.open)
+		return
+	}
 	open := inMemoryOpener()
 	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
 		s, err := open(tb, ns)
