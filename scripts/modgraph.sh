@@ -58,9 +58,18 @@ awk -v a="$mem_size" -v b="$lc_size" 'BEGIN { printf "| ratio | %.2f× |\n", a /
 echo
 echo "| module | modules it adds to the core's graph |"
 echo "|---|---|"
-core_mods=$(cd "$root" && go list -m all | tail -n +2 | awk '{print $1}' | sort)
+# go list -m all may add go.sum lines (-mod=mod): run it on copies, so
+# the committed go.mod and go.sum files stay as they are.
+modules_of() { # module dir
+	local copy="$tmp/modfile-${1//\//-}"
+	cp "$root/$1/go.mod" "$copy.mod"
+	cp "$root/$1/go.sum" "$copy.sum"
+	(cd "$root/$1" && go list -modfile="$copy.mod" -m all | tail -n +2 | awk '{print $1}' | grep -v '^github.com/memstack/' | sort)
+}
+core_mods=$(modules_of .)
 for dir in store/sqlitestore store/redisstore store/pgstore observe/otelobserve; do
-	mods=$(cd "$root/$dir" && go list -m all | tail -n +2 | awk '{print $1}' | grep -v '^github.com/memstack/' | sort)
+	mods=$(modules_of "$dir")
 	extra=$(join -v1 <(echo "$mods") <(echo "$core_mods"))
+	[ -n "$extra" ] || extra="(none)"
 	echo "| \`$dir\` | $(echo $extra | sed 's/ /, /g') |"
 done

@@ -101,6 +101,7 @@ type Export struct {
 
 // IdentityExport is what a backend holds for one identity.
 type IdentityExport struct {
+	// Identity is the identity exported.
 	Identity memstack.Identity
 	// Namespaces holds one entry per namespace with data for the
 	// identity, ordered by name.

@@ -6,7 +6,7 @@
 // Usage:
 //
 //	memstack list   -store DSN -tenant T (-user U | -all-users)
-//	memstack export -store DSN -tenant T (-user U | -all-users) [-o FILE]
+//	memstack export -store DSN -tenant T (-user U | -all-users) [-o FILE]   (FILE must not exist)
 //	memstack forget -store DSN -tenant T (-user U | -all-users) -yes
 //
 // DSN names the backend:
@@ -92,7 +92,7 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.tenant, "tenant", "", "the tenant")
 	fs.StringVar(&o.user, "user", "", "the user")
 	fs.BoolVar(&o.allUsers, "all-users", false, "every user of the tenant")
-	fs.StringVar(&o.out, "o", "", "export: the file to write (default: standard output)")
+	fs.StringVar(&o.out, "o", "", "export: a new file to write (refused if it exists; default: standard output)")
 	fs.BoolVar(&o.yes, "yes", false, "forget: confirm")
 	fs.BoolVar(&o.allowEviction, "allow-eviction", false, "Redis: accept a server whose maxmemory-policy may evict keys (redisstore.WithEvictionAllowed)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -151,9 +151,14 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			if err := ex.WriteJSON(f); err != nil {
 				_ = f.Close()
+				_ = os.Remove(o.out) // no partial export of a user's data is left behind
 				return err
 			}
-			return f.Close()
+			if err := f.Close(); err != nil {
+				_ = os.Remove(o.out)
+				return fmt.Errorf("export: %w", err)
+			}
+			return nil
 		}
 		return ex.WriteJSON(w)
 	default: // forget

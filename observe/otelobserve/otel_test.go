@@ -208,7 +208,7 @@ func TestOTelProviders(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	sink, err = otelobserve.New(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
-	//nolint:staticcheck // a nil context is tolerated
+	//lint:ignore SA1012 a nil context is tolerated
 	sink.Observe(nil, observe.Report{Op: observe.OpLoad, Layer: "x"})
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
