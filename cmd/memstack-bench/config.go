@@ -33,6 +33,8 @@ type config struct {
 	childLatency   time.Duration // each sleepy child's time per call
 	storeTurns     int           // turns per conversation in the store runs
 	storeConvs     int           // concurrent conversations in the store runs
+	storeSizes     []int         // conversation sizes of storetest.MeasureSize
+	storeSamples   int           // timed calls per median in MeasureSize
 	startServers   bool          // try Redis and PostgreSQL
 	requireServers bool          // a server that cannot start is an error
 }
@@ -90,11 +92,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.summaryTurns, cfg.paceTurns = 100, 30
 		cfg.fanoutOps = 10
 		cfg.storeTurns = 10
+		cfg.storeSizes, cfg.storeSamples = []int{1000}, 20
 	} else {
 		cfg.reps, cfg.target = 5, 200*time.Millisecond
 		cfg.summaryTurns, cfg.paceTurns = 1000, 200
 		cfg.fanoutOps = 100
 		cfg.storeTurns = 100
+		cfg.storeSizes, cfg.storeSamples = []int{1000, 100000}, 200
 	}
 	return cfg, nil
 }

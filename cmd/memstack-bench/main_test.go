@@ -84,10 +84,12 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 	}
 	for _, name := range []string{backendInMemory, backendSQLite} {
 		rows := linesWithPrefix(md, "| "+name+" |")
-		require.Len(t, rows, 1, "store row %q", name)
+		require.Len(t, rows, 2, "store rows %q: throughput, and one size (1,000 messages in quick mode)", name)
 		assert.NotContains(t, rows[0], "not run", "%s runs in quick mode", name)
 		assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \|`, rows[0], "%s has a saves/s figure", name)
+		assert.Regexp(t, `^\| [^|]+ \| 1,000 \|( [\d.]+ (ns|µs|ms|s) \|){5}$`, rows[1], "%s has a size row with five durations", name)
 	}
+	assert.Contains(t, md, "| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |")
 	for _, name := range []string{backendRedis, backendPostgres} {
 		rows := linesWithPrefix(md, "| "+name+" |")
 		require.Len(t, rows, 1, "store row %q", name)

@@ -197,5 +197,15 @@ func renderStores(b *strings.Builder, r *results) {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", s.backend, fmtCount(int(s.res.SavesPerSec)),
 			fmtDur(s.res.LoadP50), fmtDur(s.res.LoadP99), fmtCount(s.res.Saves), fmtDur(s.res.Duration), s.setup)
 	}
+	if len(r.cfg.storeSizes) > 0 {
+		p("\n`storetest.MeasureSize`: one conversation of N messages; the median of %d `Stat` calls (what every memory load pays) and of %d one-turn `Append`s, one `RemovePrefix` of all but the newest 10 messages, then `Stat` and `Append` again — a store whose cost grows with what it once held shows it in the last two columns.\n\n", r.cfg.storeSamples, r.cfg.storeSamples)
+		p("| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.stores {
+			for _, z := range s.sizes {
+				p("| %s | %s | %s | %s | %s | %s | %s |\n", s.backend, fmtCount(z.Messages), fmtDur(z.Stat), fmtDur(z.Append),
+					fmtDur(z.RemovePrefix), fmtDur(z.StatAfter), fmtDur(z.AppendAfter))
+			}
+		}
+	}
 	p("\nThe servers are throwaway processes on this machine (loopback, no persistence or fsync): the numbers show the stores' own overhead, not a production deployment's disk or network.\n")
 }

@@ -22,7 +22,8 @@ type storeRow struct {
 	backend string
 	setup   string // how the store was set up
 	res     storetest.Result
-	skipped string // non-empty: not measured, and why
+	sizes   []storetest.SizeResult // storetest.MeasureSize at cfg.storeSizes
+	skipped string                 // non-empty: not measured, and why
 }
 
 // Names of the store backends, as the table shows them.
@@ -141,11 +142,22 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 			return nil, fmt.Errorf("opening the %s store: %w", b.name, err)
 		}
 		row.res, err = storetest.Measure(ctx, s, cfg.storeConvs, cfg.storeTurns)
-		release()
 		if err != nil {
+			release()
 			return nil, fmt.Errorf("measuring the %s store: %w", b.name, err)
 		}
 		fmt.Fprintf(progress, "stores: %-28s %s\n", b.name, row.res)
+		for _, n := range cfg.storeSizes {
+			sz, err := storetest.MeasureSize(ctx, s, n, cfg.storeSamples)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("measuring the %s store at %d messages: %w", b.name, n, err)
+			}
+			fmt.Fprintf(progress, "stores: %-28s %d messages: Stat %v, Append %v, RemovePrefix %v, then Stat %v, Append %v\n",
+				b.name, n, sz.Stat, sz.Append, sz.RemovePrefix, sz.StatAfter, sz.AppendAfter)
+			row.sizes = append(row.sizes, sz)
+		}
+		release()
 		rows = append(rows, row)
 	}
 	return rows, nil

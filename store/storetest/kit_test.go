@@ -369,3 +369,18 @@ func TestKitCatchesBrokenStores(t *testing.T) {
 		})
 	}
 }
+
+func TestMeasureSize(t *testing.T) {
+	s := store.NewInMemory()
+	res, err := storetest.MeasureSize(context.Background(), s, 2000, 5)
+	require.NoError(t, err)
+	assert.Equal(t, 2000, res.Messages)
+	for name, d := range map[string]time.Duration{"Stat": res.Stat, "Append": res.Append, "RemovePrefix": res.RemovePrefix, "StatAfter": res.StatAfter, "AppendAfter": res.AppendAfter} {
+		assert.Positive(t, d, name)
+	}
+	users, err := s.Identities(context.Background(), store.TenantScope("storetest-measure"))
+	require.NoError(t, err)
+	assert.Empty(t, users, "the measured conversation is forgotten")
+	_, err = storetest.MeasureSize(context.Background(), s, 10, 5)
+	assert.ErrorIs(t, err, store.ErrInvalidArgument)
+}

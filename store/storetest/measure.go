@@ -172,3 +172,98 @@ func Bench(b *testing.B, open Opener) {
 		})
 	}
 }
+
+// SizeResult is what MeasureSize measured on one conversation of Messages
+// messages.
+type SizeResult struct {
+	// Messages is the conversation's size before the removal.
+	Messages int
+	// Stat and Append are the median latencies of Stat and of a one-turn
+	// Append (two messages) on the full conversation.
+	Stat, Append time.Duration
+	// RemovePrefix is the time of one RemovePrefix of all but the newest
+	// 10 messages.
+	RemovePrefix time.Duration
+	// AppendAfter and StatAfter are the medians once the prefix is gone:
+	// a store whose cost grows with what it once held shows it here.
+	AppendAfter, StatAfter time.Duration
+}
+
+// MeasureSize fills one fresh conversation of s with messages messages (in
+// Appends of up to 1,000), then times Stat and one-turn Appends (samples
+// each, medians), one RemovePrefix of all but the newest 10 messages, and
+// Stat and Append again; the conversation is forgotten afterwards. It is
+// the cost of a long conversation: what every load (Stat) and save
+// (Append) pays at that size, and what trimming it costs.
+func MeasureSize(ctx context.Context, s store.Store, messages, samples int) (SizeResult, error) {
+	if s == nil {
+		return SizeResult{}, fmt.Errorf("%w: storetest.MeasureSize: store is nil", store.ErrInvalidArgument)
+	}
+	if messages < 20 || samples < 1 {
+		return SizeResult{}, fmt.Errorf("%w: storetest.MeasureSize: messages (%d) must be at least 20 and samples (%d) at least 1",
+			store.ErrInvalidArgument, messages, samples)
+	}
+	id := memstack.Identity{Tenant: "storetest-measure", User: randomHex(6), Conversation: "size"}
+	defer func() { _ = s.Forget(context.WithoutCancel(ctx), id) }()
+	batch := make([]llms.ChatMessage, 0, 1000)
+	for n := 0; n < messages; {
+		batch = batch[:0]
+		for len(batch) < cap(batch) && n < messages {
+			if n%2 == 0 {
+				batch = append(batch, llms.HumanChatMessage{Content: fmt.Sprintf("message %d: what did we decide about the launch date?", n)})
+			} else {
+				batch = append(batch, llms.AIChatMessage{Content: fmt.Sprintf("message %d: launch on the 14th, review on Friday.", n)})
+			}
+			n++
+		}
+		if err := s.Append(ctx, id, batch...); err != nil {
+			return SizeResult{}, fmt.Errorf("storetest.MeasureSize: filling the conversation: %w", err)
+		}
+	}
+	res := SizeResult{Messages: messages}
+	timeStat := func() (time.Duration, error) {
+		return median(samples, func() error { _, err := s.Stat(ctx, id); return err })
+	}
+	timeAppend := func() (time.Duration, error) {
+		return median(samples, func() error {
+			return s.Append(ctx, id, llms.HumanChatMessage{Content: "and the budget?"}, llms.AIChatMessage{Content: "capped at 20k."})
+		})
+	}
+	var err error
+	if res.Stat, err = timeStat(); err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: Stat: %w", err)
+	}
+	if res.Append, err = timeAppend(); err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: Append: %w", err)
+	}
+	recs, err := s.Last(ctx, id, 11)
+	if err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: Last: %w", err)
+	}
+	t0 := time.Now()
+	if _, err := s.RemovePrefix(ctx, id, recs[0].Seq); err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: RemovePrefix: %w", err)
+	}
+	res.RemovePrefix = time.Since(t0)
+	if res.StatAfter, err = timeStat(); err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: Stat after the removal: %w", err)
+	}
+	if res.AppendAfter, err = timeAppend(); err != nil {
+		return SizeResult{}, fmt.Errorf("storetest.MeasureSize: Append after the removal: %w", err)
+	}
+	return res, nil
+}
+
+// median runs f n times and returns the median duration.
+func median(n int, f func() error) (time.Duration, error) {
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ds[i] = time.Since(t0)
+	}
+	slices.Sort(ds)
+	return ds[n/2], nil
+}
