@@ -50,7 +50,9 @@
 // identity's running model call. What a Clear cannot reach: a vector
 // store that cannot delete keeps the cleared documents (Recall never
 // shows them), and store.Forget does not touch vector stores at all —
-// call the Recall's Clear too.
+// call the Recall's Clear too. Facts kept per user (WithFactsPerUser)
+// belong to the user: Facts.Clear and a user-wide ForgetScope remove
+// them, a store-level Clear or Forget of one conversation does not.
 //
 // Saving: SaveContext takes the user's message from the inputs map and the
 // model's answer from the outputs map, choosing keys exactly as langchaingo's

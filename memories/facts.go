@@ -401,8 +401,12 @@ func WithFactsHook(hook func(FactsEvent)) Option {
 // WithFactsPerUser keeps a Facts memory's facts per Tenant and User rather
 // than per conversation: every conversation of a user reads and updates the
 // same facts, kept under the identity {Tenant, User,
-// UserFactsConversation} (a store.Forget of that identity forgets them).
-// See Facts.
+// UserFactsConversation}. The facts belong to the user, not to one
+// conversation: Facts.Clear removes them (with that conversation's
+// messages), and so does a user-wide store.Users ForgetScope (which
+// removes the facts identity after the conversations, so an extraction
+// racing with it goes too); a store-level Clear or Forget of one
+// conversation removes its messages only. See Facts.
 func WithFactsPerUser(perUser bool) Option {
 	return func(c *config) {
 		c.scope("WithFactsPerUser", kindFactsOpt)
@@ -842,8 +846,9 @@ func cloneFacts(fs []Fact) []Fact {
 
 // ---- state ----
 
-// readState returns the facts state kept under scope and its version (0:
-// none).
+// readState returns the facts state kept under scope and its version: for
+// an absent state the zero factsState and the store's absent version,
+// which a Clear or Forget moves (see package store).
 func (m *Facts) readState(ctx context.Context, scope identity) (factsState, int64, error) {
 	st, err := m.cfg.store.GetState(ctx, scope, FactsStateName)
 	if err != nil {
@@ -1121,17 +1126,41 @@ func (m *Facts) catchUp(ctx context.Context, id identity) {
 // and the epoch of the facts state it read (before the messages, so that
 // commit can tell a Clear that came after).
 func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, uint64, error) {
+	for range stateRetries {
+		recs, st, err := m.pendingOnce(ctx, id)
+		if err != nil || recs == nil {
+			return nil, 0, err
+		}
+		// The epoch again, after the messages: if a per-user Clear moved
+		// it while they were read, a turn said after that Clear may be
+		// among them, and commit would drop its facts; read again. When
+		// it did not move, every turn read was stored before any Clear
+		// that moves it later, so commit may drop their facts then.
+		again, _, err := m.readState(ctx, m.scope(id))
+		if err != nil {
+			return nil, 0, err
+		}
+		if again.Epoch == st.Epoch {
+			return recs, st.Epoch, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("memstack: reading the facts of %s: %w: the facts were cleared %d times while their messages were read", m.scope(id).Key(), store.ErrConflict, stateRetries)
+}
+
+// pendingOnce is one read of pending: the state, then the messages after
+// the covered one (nil when there are none).
+func (m *Facts) pendingOnce(ctx context.Context, id identity) ([]store.Record, factsState, error) {
 	st, _, err := m.readState(ctx, m.scope(id))
 	if err != nil {
-		return nil, 0, err
+		return nil, factsState{}, err
 	}
 	through := st.Through[id.Conversation]
 	stat, err := m.cfg.store.Stat(ctx, id)
 	if err != nil {
-		return nil, 0, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
+		return nil, factsState{}, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
 	}
 	if stat.Count == 0 || stat.LastSeq <= through {
-		return nil, 0, nil
+		return nil, factsState{}, nil
 	}
 	// Read back from the newest message until the covered one, growing
 	// the window: a save reads a few messages, not the whole history.
@@ -1143,14 +1172,17 @@ func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, uint6
 			recs, err = m.cfg.store.Last(ctx, id, k)
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
+			return nil, factsState{}, fmt.Errorf("memstack: reading the messages of %s: %w", id.Key(), err)
 		}
 		if k >= stat.Count || len(recs) < k || len(recs) == 0 || recs[0].Seq <= through {
 			break
 		}
 	}
 	i := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > through })
-	return recs[i:], st.Epoch, nil
+	if i == len(recs) {
+		return nil, st, nil
+	}
+	return recs[i:], st, nil
 }
 
 // splitTurns splits records into turns: each starts at a human message

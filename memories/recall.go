@@ -1222,9 +1222,18 @@ func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) err
 		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
 			return fmt.Errorf("memstack: recording the recall state of %s: %w", id.Key(), err)
 		}
-		// Another writer advanced the state: merge with it.
+		// Another writer advanced the state, or a Clear or Forget moved
+		// its version: merge with what is there now, for the docs whose
+		// messages are still stored (a Clear leaves no state to restore).
 		if st, version, err = m.readRecallState(ctx, id); err != nil {
 			return err
+		}
+		if docs, err = m.dropGone(ctx, id, docs); err != nil || len(docs) == 0 {
+			return err
+		}
+		through = 0
+		for _, d := range docs {
+			through = max(through, d.Through)
 		}
 	}
 }

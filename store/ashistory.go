@@ -40,6 +40,12 @@ import (
 //     its absent version, in one atomic step too. A store that is not a
 //     Rewriter gets the same result in two steps — RemovePrefix then
 //     Append, or Clear then Append — that a crash can leave half done.
+//     SetMessages works on what it reads first: a message another writer
+//     appends meanwhile is kept, after the list; and a Clear between a
+//     caller's Messages and its SetMessages cannot be told from an empty
+//     history, so the list the caller derived from the cleared messages
+//     is stored again (langchaingo's buffers read, then set) — clear
+//     through the memory that uses the history, not around it.
 //
 // langchaingo's ChatMessageHistory methods take no identity; the one given
 // here is used for every call, whatever identity the call's ctx carries.
@@ -151,9 +157,14 @@ func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMess
 		}
 	}
 	// Nothing stored is kept (or a trim of system messages on a store
-	// RemovePrefix cannot do it on): replace everything.
+	// RemovePrefix cannot do it on): replace everything that was read —
+	// a message another writer appended since stays, after the new ones.
 	if atomic {
-		_, err := rw.Rewrite(ctx, h.id, math.MaxInt64, true, messages...)
+		through := int64(math.MaxInt64)
+		if len(recs) > 0 {
+			through = recs[len(recs)-1].Seq
+		}
+		_, err := rw.Rewrite(ctx, h.id, through, true, messages...)
 		return err
 	}
 	if err := h.s.Clear(ctx, h.id); err != nil {

@@ -421,25 +421,41 @@ func (s *InMemory) Export(ctx context.Context, scope Scope) (Export, error) {
 	return out, nil
 }
 
-// ForgetScope implements Users: Forget of every identity within scope.
+// ForgetScope implements Users: in one step under the store's lock, it
+// draws a fresh store-wide absent version and removes every identity
+// within scope, so no commit can land on part of the scope in between.
 func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
 	ids, err := s.Identities(ctx, scope)
 	if err != nil {
 		return 0, err
 	}
-	if err := ctxErr(ctx); err != nil {
-		return 0, err
+	held := make(map[memstack.Identity]bool, len(ids))
+	for _, id := range ids {
+		held[id] = true
 	}
+	s.mu.Lock()
 	s.forgotten.Store(s.seq.Add(1))
-	// Every entry within scope, also those that hold nothing (created by
-	// a read-modify-write that stored nothing), goes through Forget: it
-	// marks the entry dead so a writer holding it moves to a new one.
-	for _, id := range s.scoped(scope) {
-		if err := s.Forget(ctx, id); err != nil {
-			return 0, err
+	var gone []*conversation
+	n := 0
+	for id, c := range s.convs {
+		if scope.Contains(id) {
+			gone = append(gone, c)
+			delete(s.convs, id)
+			if held[id] {
+				n++
+			}
 		}
 	}
-	return len(ids), nil
+	s.mu.Unlock()
+	// A writer that fetched an entry before the delete sees it dead and
+	// writes to the identity's new entry, which carries the new absent
+	// version.
+	for _, c := range gone {
+		c.mu.Lock()
+		c.records, c.state, c.dead = nil, nil, true
+		c.mu.Unlock()
+	}
+	return n, nil
 }
 
 func sortIdentities(ids []memstack.Identity) {

@@ -86,9 +86,32 @@ type Users interface {
 	// any other identity, and returns how many identities it removed. Like
 	// Forget, it first moves the absent version of every identity it
 	// removes (a store-wide one, or one per Redis Cluster slot), so commits
-	// that read before it conflict. A failure part-way leaves some
+	// that read before it conflict. A backend that cannot remove the whole
+	// scope in one step removes it in ForgetOrder: derived identities last. A failure part-way leaves some
 	// identities forgotten and the rest whole; calling it again finishes.
 	ForgetScope(ctx context.Context, scope Scope) (int, error)
+}
+
+// Derived reports whether id's Conversation starts with a NUL byte: by
+// memstack's convention such an identity holds state derived from the
+// user's other conversations (memories.UserFactsConversation, the facts
+// a Facts memory keeps per user). ForgetScope removes derived identities
+// after every other one of the scope, so a commit racing with it that
+// derives state from a conversation not yet removed lands before its
+// derived identity is removed, and goes with it.
+func Derived(id memstack.Identity) bool {
+	return strings.HasPrefix(id.Conversation, "\x00")
+}
+
+// ForgetOrder orders identities for ForgetScope in place: every derived
+// identity (Derived) after the others, each group by Key.
+func ForgetOrder(ids []memstack.Identity) {
+	sort.SliceStable(ids, func(i, j int) bool {
+		if di, dj := Derived(ids[i]), Derived(ids[j]); di != dj {
+			return dj
+		}
+		return ids[i].Key() < ids[j].Key()
+	})
 }
 
 // Export is everything a backend holds for the identities of a Scope.

@@ -288,6 +288,16 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 	if err != nil {
 		return 0, s.wrapScope("ForgetScope", sc, err)
 	}
+	// Derived identities (the user's facts) go last: see store.ForgetOrder.
+	slices.SortStableFunc(found, func(a, b scoped) int {
+		switch da, db := store.Derived(a.id), store.Derived(b.id); {
+		case da == db:
+			return 0
+		case da:
+			return 1
+		}
+		return -1
+	})
 	forgotten := 0
 	for chunk := range slices.Chunk(found, forgetChunk) {
 		locks := make([]int64, len(chunk))

@@ -330,6 +330,8 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	// Derived identities (the user's facts) go last: see store.ForgetOrder.
+	sort.SliceStable(hs, func(i, j int) bool { return !store.Derived(hs[i].id) && store.Derived(hs[j].id) })
 	n := 0
 	for _, h := range hs {
 		if err := ctx.Err(); err != nil {
