@@ -1131,6 +1131,9 @@ func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, uint6
 		if err != nil || recs == nil {
 			return nil, 0, err
 		}
+		if !m.perUser {
+			return recs, st.Epoch, nil // only a per-user Clear moves the epoch
+		}
 		// The epoch again, after the messages: if a per-user Clear moved
 		// it while they were read, a turn said after that Clear may be
 		// among them, and commit would drop its facts; read again. When

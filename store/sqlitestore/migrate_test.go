@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -239,26 +238,12 @@ func TestMigrateFromVersion1InProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	want := writeV1(t, path)
 	const turns = 10
-	var cmds []*exec.Cmd
-	for _, name := range []string{"p1", "p2"} {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestChildProcessWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d", childEnv, path, name, turns))
-		cmds = append(cmds, cmd)
-	}
-	outs := make([][]byte, len(cmds))
-	errs := make([]error, len(cmds))
-	var wg sync.WaitGroup
-	for i, cmd := range cmds {
-		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
-	}
+	wait := startChildWriters(path, turns)
 	s := open(t, path) // the children write in the default namespace
 	for i := range turns {
 		require.NoError(t, s.Append(ctx, alice, llms.HumanChatMessage{Content: fmt.Sprint("p0 ", i)}))
 	}
-	wg.Wait()
-	for i := range cmds {
-		require.NoError(t, errs[i], "child %d:\n%s", i+1, outs[i])
-	}
+	wait(t)
 	st, err := s.Stat(ctx, alice)
 	require.NoError(t, err)
 	assert.Equal(t, turns+2*4*turns*2, st.Count, "every process's appends are counted")

@@ -374,16 +374,10 @@ func TestChildProcessWriter(t *testing.T) {
 	wg.Wait()
 }
 
-// TestMultiProcessWriters has three processes append to one conversation in
-// one file at the same time: nothing is lost, every turn is whole.
-func TestMultiProcessWriters(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
-		t.Skip("child process")
-	}
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "shared.db")
-	s := open(t, path)
-	const turns = 25
+// startChildWriters starts two child processes (p1, p2) that append
+// turns turns to path through TestChildProcessWriter, and returns a func
+// that waits for them and fails t if one failed.
+func startChildWriters(path string, turns int) (wait func(t *testing.T)) {
 	var cmds []*exec.Cmd
 	for _, name := range []string{"p1", "p2"} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestChildProcessWriter$", "-test.count=1")
@@ -396,14 +390,31 @@ func TestMultiProcessWriters(t *testing.T) {
 	for i, cmd := range cmds {
 		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
 	}
+	return func(t *testing.T) {
+		t.Helper()
+		wg.Wait()
+		for i := range cmds {
+			require.NoError(t, errs[i], "child %d:\n%s", i+1, outs[i])
+		}
+	}
+}
+
+// TestMultiProcessWriters has three processes append to one conversation in
+// one file at the same time: nothing is lost, every turn is whole.
+func TestMultiProcessWriters(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child process")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	s := open(t, path)
+	const turns = 25
+	wait := startChildWriters(path, turns)
 	for i := range turns {
 		text := fmt.Sprintf("p0-0 %03d", i)
 		require.NoError(t, s.Append(ctx, alice, llms.HumanChatMessage{Content: text}, llms.AIChatMessage{Content: text}))
 	}
-	wg.Wait()
-	for i := range cmds {
-		require.NoError(t, errs[i], "child %d:\n%s", i+1, outs[i])
-	}
+	wait(t)
 
 	recs, err := s.All(ctx, alice)
 	require.NoError(t, err)

@@ -197,6 +197,21 @@ func usersOf(t *testing.T, s store.Store) store.Users {
 // and other subtests' data lives there too.
 func (e *env) tenant() string { return "acme-" + e.ns }
 
+// usersStores opens the stores a Users case writes: a client of the
+// subtest's namespace (skipping t unless it is a store.Users) and, when
+// the backend keeps namespaces, one of a second namespace too.
+func (e *env) usersStores(t *testing.T) (a store.Store, u store.Users, ss []store.Store, namespaced bool) {
+	t.Helper()
+	a = e.store()
+	u = usersOf(t, a)
+	b, namespaced := e.secondNamespace()
+	ss = []store.Store{a}
+	if namespaced {
+		ss = append(ss, b)
+	}
+	return a, u, ss, namespaced
+}
+
 // population is the identities the Users cases write: ana's conversations
 // in tenant and look-alikes that are not hers.
 func population(tenant string) (ana, others []memstack.Identity) {
@@ -250,13 +265,7 @@ func sortedKeys(ids []memstack.Identity) []string {
 }
 
 func testUsersIdentities(t *testing.T, e *env) {
-	a := e.store()
-	u := usersOf(t, a)
-	b, namespaced := e.secondNamespace()
-	ss := []store.Store{a}
-	if namespaced {
-		ss = append(ss, b)
-	}
+	a, u, ss, _ := e.usersStores(t)
 	tenant := e.tenant()
 	ana, others := population(tenant)
 	fill(t, ss, ana[:3])
@@ -290,13 +299,7 @@ func testUsersIdentities(t *testing.T, e *env) {
 }
 
 func testUsersExport(t *testing.T, e *env) {
-	a := e.store()
-	u := usersOf(t, a)
-	b, namespaced := e.secondNamespace()
-	ss := []store.Store{a}
-	if namespaced {
-		ss = append(ss, b)
-	}
+	a, u, ss, namespaced := e.usersStores(t)
 	tenant := e.tenant()
 	ana, others := population(tenant)
 	fill(t, ss, ana[:2])
@@ -356,13 +359,7 @@ func testUsersForget(t *testing.T, e *env) {
 			name = "tenant"
 		}
 		t.Run(name, func(t *testing.T) {
-			a := e.store()
-			u := usersOf(t, a)
-			b, namespaced := e.secondNamespace()
-			ss := []store.Store{a}
-			if namespaced {
-				ss = append(ss, b)
-			}
+			a, u, ss, _ := e.usersStores(t)
 			ana, others := population(tenant)
 			for _, s := range ss {
 				for _, id := range append(append([]memstack.Identity{}, ana...), others...) {
