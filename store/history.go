@@ -51,6 +51,10 @@ type History struct {
 	sums  []uint64 // sums[i] is a hash of message i as it was numbered
 	next  int64
 	state map[string]State
+	// keys holds the append keys of the units appended through this
+	// History (see WithAppendKey), with the Seq of each unit's first
+	// message; like state, in process memory only.
+	keys map[string]int64
 	// cleared is the absent version state values have after a Clear (0
 	// before the first), drawn from next like versions.
 	cleared int64
@@ -125,11 +129,23 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 	if len(msgs) == 0 {
 		return nil
 	}
+	key, keyed, err := CheckAppendKeyOf(ctx)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, err := s.records(ctx)
 	if err != nil {
 		return err
+	}
+	if keyed {
+		if seq, dup := s.keys[key]; dup {
+			if _, ok := findSeq(before, seq); ok {
+				return nil // stored already, under this key
+			}
+			delete(s.keys, key)
+		}
 	}
 	for i, m := range msgs {
 		if err := s.h.AddMessage(ctx, CloneMessage(m)); err != nil {
@@ -145,12 +161,37 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 			return fmt.Errorf("store: adding message %d of %d to chat history: %w", i+1, len(msgs), err)
 		}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		s.next++
 		s.seqs = append(s.seqs, s.next)
 		s.sums = append(s.sums, messageSum(m))
+		if keyed && i == 0 {
+			if s.keys == nil {
+				s.keys = make(map[string]int64)
+			}
+			s.keys[key] = s.next
+		}
 	}
 	return nil
+}
+
+// Tail implements Store. A History reads the whole history on every call
+// (a ChatMessageHistory has no other read), so its Tail costs what All
+// costs.
+func (s *History) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]Record, error) {
+	if err := s.check(ctx, id); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: Tail(n=%d): n must be at least 1", ErrInvalidArgument, n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return TailOf(rs, n, after), nil
 }
 
 // messageSum is a hash of msg's stored form: what records compares to see
@@ -245,7 +286,7 @@ func (s *History) Clear(ctx context.Context, id memstack.Identity) error {
 		return fmt.Errorf("store: clearing chat history: %w", err)
 	}
 	s.seqs, s.sums = nil, nil
-	s.state = nil
+	s.state, s.keys = nil, nil
 	s.next++
 	s.cleared = s.next
 	return nil

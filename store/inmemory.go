@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,12 @@ type InMemory struct {
 type conversation struct {
 	mu      sync.RWMutex
 	records []Record
+	// system holds the Seqs of the system messages in records, in order,
+	// so Tail finds them without scanning every record.
+	system []int64
+	// keys maps the append keys of the stored units to the Seq of each
+	// unit's first message (see WithAppendKey).
+	keys    map[string]int64
 	state   map[string]State
 	cleared int64 // the Clear mark: id's absent version, 0 if never cleared
 	dead    bool  // set by Forget: writers must fetch the identity's new entry
@@ -112,6 +119,10 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	if err := CheckTime(at); err != nil {
 		return err
 	}
+	key, keyed, err := CheckAppendKeyOf(ctx)
+	if err != nil {
+		return err
+	}
 	recs := make([]Record, len(msgs))
 	for i, m := range msgs {
 		if isNil(m) {
@@ -122,14 +133,140 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	}
 	c := s.lockLive(id)
 	defer c.mu.Unlock()
+	if keyed {
+		if _, dup := c.keys[key]; dup {
+			return nil // stored already, under this key
+		}
+	}
 	// Seqs are taken under the conversation's lock, so they increase in
 	// append order within the conversation.
 	last := s.seq.Add(int64(len(recs)))
 	for i := range recs {
 		recs[i].Seq = last - int64(len(recs)-1-i)
 	}
-	c.records = append(c.records, recs...)
+	c.add(recs)
+	if keyed {
+		if c.keys == nil {
+			c.keys = make(map[string]int64)
+		}
+		c.keys[key] = recs[0].Seq
+	}
 	return nil
+}
+
+// add appends recs to c (c.mu held for writing), noting system messages.
+func (c *conversation) add(recs []Record) {
+	for _, r := range recs {
+		if r.Message.GetType() == llms.ChatMessageTypeSystem {
+			c.system = append(c.system, r.Seq)
+		}
+	}
+	c.records = append(c.records, recs...)
+}
+
+// reset empties c (c.mu held for writing).
+func (c *conversation) reset() {
+	c.records, c.system, c.keys, c.state = nil, nil, nil, nil
+}
+
+// pruned drops what c notes of records that are no longer stored: system
+// Seqs and append keys of units whose first message is gone. c.mu is held
+// for writing.
+func (c *conversation) pruned() {
+	c.system = c.system[:0]
+	for _, r := range c.records {
+		if r.Message.GetType() == llms.ChatMessageTypeSystem {
+			c.system = append(c.system, r.Seq)
+		}
+	}
+	for k, seq := range c.keys {
+		if _, ok := findSeq(c.records, seq); !ok {
+			delete(c.keys, k)
+		}
+	}
+}
+
+// findSeq returns the index of the record with Seq seq in rs (sorted by
+// Seq) and whether there is one.
+func findSeq(rs []Record, seq int64) (int, bool) {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].Seq >= seq })
+	return i, i < len(rs) && rs[i].Seq == seq
+}
+
+// Tail implements Store: the system messages through their noted Seqs,
+// the rest by walking back from the newest record, so it costs what it
+// returns (and a binary search per system message).
+func (s *InMemory) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: Tail(n=%d): n must be at least 1", ErrInvalidArgument, n)
+	}
+	c := s.conv(id, false)
+	if c == nil {
+		return []Record{}, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var tail []Record
+	for i := len(c.records) - 1; i >= 0 && len(tail) < n; i-- {
+		r := c.records[i]
+		if r.Seq <= after {
+			break
+		}
+		if r.Message.GetType() != llms.ChatMessageTypeSystem {
+			tail = append(tail, r)
+		}
+	}
+	slices.Reverse(tail)
+	sys := make([]Record, 0, len(c.system))
+	for _, seq := range c.system {
+		if i, ok := findSeq(c.records, seq); ok {
+			sys = append(sys, c.records[i])
+		}
+	}
+	return cloneRecords(MergeBySeq(sys, tail)), nil
+}
+
+// MergeBySeq merges two record lists, each in Seq order, into one in Seq
+// order (a record in both is kept once): how a backend that reads the
+// system messages and the newest ones apart builds Tail's answer.
+func MergeBySeq(a, b []Record) []Record {
+	out := make([]Record, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && a[i].Seq < b[j].Seq:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j].Seq < a[i].Seq:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// TailOf returns what Tail returns for a conversation whose records, in
+// Seq order, are rs: for stores that read every record anyway (History).
+func TailOf(rs []Record, n int, after int64) []Record {
+	var sys, tail []Record
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
+		if r.Message.GetType() == llms.ChatMessageTypeSystem {
+			sys = append(sys, r)
+		} else if r.Seq > after && len(tail) < n {
+			tail = append(tail, r)
+		}
+	}
+	slices.Reverse(sys)
+	slices.Reverse(tail)
+	return MergeBySeq(sys, tail)
 }
 
 // Last implements Store.
@@ -196,7 +333,11 @@ func (s *InMemory) RemovePrefix(ctx context.Context, id memstack.Identity, throu
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return removePrefix(&c.records, through), nil
+	n := removePrefix(&c.records, through)
+	if n > 0 {
+		c.pruned()
+	}
+	return n, nil
 }
 
 // removePrefix removes, in place, the non-system records with Seq <= through
@@ -232,8 +373,7 @@ func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
 	// its absent version before any message was stored.
 	c := s.lockLive(id)
 	defer c.mu.Unlock()
-	c.records = nil
-	c.state = nil
+	c.reset()
 	c.cleared = s.seq.Add(1)
 	return nil
 }
@@ -256,7 +396,8 @@ func (s *InMemory) Forget(ctx context.Context, id memstack.Identity) error {
 		// A writer that fetched c before the delete sees it dead and
 		// writes to the identity's new entry instead.
 		c.mu.Lock()
-		c.records, c.state, c.dead = nil, nil, true
+		c.reset()
+		c.dead = true
 		c.mu.Unlock()
 	}
 	return nil
@@ -353,6 +494,7 @@ func (s *InMemory) Rewrite(ctx context.Context, id memstack.Identity, through in
 		kept = append(kept, recs...)
 	}
 	c.records = kept
+	c.pruned()
 	if reset {
 		c.state = nil
 		c.cleared = s.seq.Add(1)
@@ -452,7 +594,8 @@ func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
 	// version.
 	for _, c := range gone {
 		c.mu.Lock()
-		c.records, c.state, c.dead = nil, nil, true
+		c.reset()
+		c.dead = true
 		c.mu.Unlock()
 	}
 	return n, nil

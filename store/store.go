@@ -88,7 +88,39 @@
 //
 // System messages are pinned: RemovePrefix never removes them; only Clear
 // and Forget do. Every memory type keeps system prompts ahead of whatever window it
-// shows, so the store is where that rule lives.
+// shows, so the store is where that rule lives, and Tail reads them
+// together with the newest messages in one call.
+//
+// # One transcript
+//
+// A store keeps one transcript per identity (in its namespace), however
+// many memory layers read it: a window, a summary, facts and recall over
+// one store all see the same messages, and each keeps what it derives
+// (a summary, facts, an index) in state values of its own. Two rules make
+// that safe:
+//
+//   - Nothing a layer does on its own removes messages. RemovePrefix is
+//     called only under a retention the user asked for
+//     (memories.WithRetention), and combined.New refuses a stack where
+//     that retention would remove messages another layer on the same
+//     store reads. Clear and Forget are the user's: they remove the
+//     identity's conversation for every layer.
+//   - A turn is stored once. Every layer of a stack appends the turn it
+//     saves under the same append key (WithAppendKey; memories derive it
+//     from memstack.WithSaveKey, which combined.Memory sets for each
+//     save), and the store keeps the first Append under a key and
+//     ignores the rest, even when they race — so four layers on one
+//     store, or a save retried after an error, store the turn once. A
+//     backend remembers a key at least as long as the unit's first
+//     message stays stored, or for two minutes, whichever is shorter
+//     (SQLite, PostgreSQL and InMemory keep it with the message;
+//     redisstore keeps it for two minutes, like its write tokens); after
+//     a Clear or Forget of the identity it may or may not remember it.
+//
+// Reads cost what they return: Last and Tail read the newest messages
+// (and Tail the pinned system ones) without touching the rest of the
+// conversation, so a window over a store that holds 100,000 messages
+// loads as fast as over one that holds a thousand.
 //
 // All implementations must be safe for concurrent use by multiple
 // goroutines, and — for shared backends — by multiple processes.
@@ -193,10 +225,26 @@ type Messages interface {
 	// Append stores msgs, in order, as one unit: afterwards either all of
 	// them are stored, after every message already stored for id, or none
 	// is and an error is returned. Appending no messages is a no-op.
+	//
+	// Under an append key (WithAppendKey) the unit is stored at most once
+	// per identity and namespace: an Append whose key id already has —
+	// from an earlier Append, another client's or a retry's — stores
+	// nothing and returns nil, also when both run at the same moment (see
+	// "One transcript" in the package documentation). An invalid key is
+	// an error wrapping ErrInvalidArgument, and nothing is stored.
 	Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error
 	// Last returns the newest n messages of id, oldest first (fewer when
 	// fewer are stored). n < 1 is an error.
 	Last(ctx context.Context, id memstack.Identity, n int) ([]Record, error)
+	// Tail returns, oldest first (in Seq order), every system message of
+	// id together with the newest n non-system messages of id whose Seq
+	// is greater than after (all of them when fewer are stored; after <= 0
+	// means from the first message), read at one point in time, so it
+	// never shows half of an Append. It is what a window shows — the
+	// pinned system messages and the newest turns — and costs O(what it
+	// returns), however many messages id has. n < 1 is an error wrapping
+	// ErrInvalidArgument; pass math.MaxInt for every message after after.
+	Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]Record, error)
 	// All returns every stored message of id, oldest first.
 	All(ctx context.Context, id memstack.Identity) ([]Record, error)
 	// Stat returns the count and sequence bounds of id's messages.
@@ -225,6 +273,57 @@ type ProcessState interface {
 	// StateInProcess reports whether the store keeps its state values in
 	// process memory only.
 	StateInProcess() bool
+}
+
+type appendKey struct{}
+
+// WithAppendKey returns a copy of ctx under which an Append stores its
+// unit at most once per identity and namespace: key names the unit (see
+// Messages.Append and "One transcript" in the package documentation). It
+// must pass CheckAppendKey; an empty key means none. Memories set it for
+// every save, from memstack.WithSaveKey; call it yourself only when you
+// append to a store directly.
+func WithAppendKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, appendKey{}, key)
+}
+
+// AppendKey returns the append key ctx carries (see WithAppendKey) and
+// whether there was a non-empty one.
+func AppendKey(ctx context.Context) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
+	k, ok := ctx.Value(appendKey{}).(string)
+	return k, ok && k != ""
+}
+
+// CheckAppendKey returns an error naming the problem if key cannot be an
+// append key: it must be 1 to 200 bytes of printable ASCII, like a state
+// name.
+func CheckAppendKey(key string) error {
+	if key == "" || len(key) > 200 {
+		return fmt.Errorf("%w: append key %q must be 1 to 200 bytes long", ErrInvalidArgument, key)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return fmt.Errorf("%w: append key %q: byte %d is not printable ASCII", ErrInvalidArgument, key, i)
+		}
+	}
+	return nil
+}
+
+// CheckAppendKeyOf returns ctx's append key and whether it has one, or
+// an error if the key it carries is invalid: what a backend's Append
+// calls first.
+func CheckAppendKeyOf(ctx context.Context) (string, bool, error) {
+	k, ok := AppendKey(ctx)
+	if !ok {
+		return "", false, nil
+	}
+	if err := CheckAppendKey(k); err != nil {
+		return "", false, err
+	}
+	return k, true, nil
 }
 
 // ErrInvalidArgument is wrapped by errors about bad arguments (n < 1, a nil

@@ -33,6 +33,13 @@ var cases = []testCase{
 	{"SeqStrictlyIncreasing", testSeqStrictlyIncreasing},
 	{"Last", testLast},
 	{"LastRejectsNBelowOne", testLastRejectsN},
+	{"TailIsSystemPlusNewest", testTail},
+	{"TailAfterRemovePrefix", testTailAfterRemovePrefix},
+	{"TailRejectsNBelowOne", testTailRejectsN},
+	{"TailNeverShowsHalfATurn", testTailWholeTurns},
+	{"AppendKeyStoresOnce", testAppendKeyOnce},
+	{"AppendKeyRacingStoresOnce", testAppendKeyRacing},
+	{"AppendKeyValidated", testAppendKeyValidated},
 	{"All", testAll},
 	{"Stat", testStat},
 	{"RemovePrefix", testRemovePrefix},
@@ -1316,6 +1323,10 @@ func testCancelledContext(t *testing.T, e *env) {
 		{"AppendNewIdentity", func(ctx context.Context) error { return s.Append(ctx, bob, human("x")) }},
 		{"Last", func(ctx context.Context) error { _, err := s.Last(ctx, alice, 2); return err }},
 		{"All", func(ctx context.Context) error { _, err := s.All(ctx, alice); return err }},
+		{"Tail", func(ctx context.Context) error { _, err := s.Tail(ctx, alice, 2, 0); return err }},
+		{"AppendKeyed", func(ctx context.Context) error {
+			return s.Append(store.WithAppendKey(ctx, "cancelled-key"), alice, human("x"), ai("y"))
+		}},
 		{"Stat", func(ctx context.Context) error { _, err := s.Stat(ctx, alice); return err }},
 		{"RemovePrefix", func(ctx context.Context) error {
 			_, err := s.RemovePrefix(ctx, alice, before[len(before)-1].Seq)
@@ -1404,6 +1415,7 @@ func testClosedStore(t *testing.T, e *env) {
 		{"Append", func() error { return s.Append(e.ctx, alice, human("x")) }},
 		{"Last", func() error { _, err := s.Last(e.ctx, alice, 1); return err }},
 		{"All", func() error { _, err := s.All(e.ctx, alice); return err }},
+		{"Tail", func() error { _, err := s.Tail(e.ctx, alice, 1, 0); return err }},
 		{"Stat", func() error { _, err := s.Stat(e.ctx, alice); return err }},
 		{"RemovePrefix", func() error { _, err := s.RemovePrefix(e.ctx, alice, 1<<40); return err }},
 		{"Clear", func() error { return s.Clear(e.ctx, alice) }},
