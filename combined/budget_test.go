@@ -16,6 +16,7 @@ import (
 	"github.com/tmc/langchaingo/memory"
 	"github.com/tmc/langchaingo/schema"
 
+	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
@@ -431,12 +432,13 @@ func TestBudgetSummaryDropsRawThenSummaryThenSystem(t *testing.T) {
 	summaryLine := memories.SummaryPrefix + storedSummary(t, ctx, st)
 	recs, err := st.All(ctx, memstackZero)
 	require.NoError(t, err)
+	through := storedThrough(t, ctx, st, memstackZero)
 	var sysLine string
 	var raw []string
 	for _, r := range recs {
 		if r.Message.GetType() == llms.ChatMessageTypeSystem {
 			sysLine = line(t, r.Message)
-		} else {
+		} else if r.Seq > through {
 			raw = append(raw, line(t, r.Message))
 		}
 	}
@@ -835,6 +837,19 @@ func checkWhole(t *testing.T, ctx context.Context, desc string, sc stackChild, g
 	}
 	s := got.(string)
 	require.Truef(t, joinOf(s, parts), "%s: child %s: %q is not whole messages", desc, sc.kind, s)
+}
+
+// storedThrough returns the Seq the stored summary of id covers through.
+func storedThrough(t *testing.T, ctx context.Context, st store.Store, id memstack.Identity) int64 {
+	t.Helper()
+	s, err := st.GetState(ctx, id, memories.SummaryStateName)
+	require.NoError(t, err)
+	var v struct {
+		Through int64 `json:"through"`
+	}
+	require.NoError(t, json.Unmarshal(s.Value, &v))
+	require.Positive(t, v.Through)
+	return v.Through
 }
 
 func storedSummaryOf(t *testing.T, s store.State) string {

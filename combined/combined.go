@@ -179,6 +179,9 @@ func New(list []schema.Memory, opts ...Option) (*Memory, error) {
 			m.vars = append(m.vars, v)
 		}
 	}
+	if err := m.checkShared(); err != nil {
+		return nil, err
+	}
 	layers, err := layerNames(m.children, o.names)
 	if err != nil {
 		return nil, err
@@ -293,6 +296,7 @@ func (m *Memory) SaveContext(ctx context.Context, inputs, outputs map[string]any
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
+	ctx = saveContext(ctx)
 	reports := m.newReports()
 	err := m.each(ctx, observe.OpSave, nil, reports, func(ctx context.Context, _ int, c schema.Memory) error {
 		return c.SaveContext(ctx, inputs, outputs)
@@ -382,6 +386,7 @@ func (m *Memory) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if takers == 0 {
 		return ErrNoMessageTaker
 	}
+	ctx = saveContext(ctx)
 	reports := m.newReports()
 	err := m.each(ctx, observe.OpAdd, notTaker, reports, func(ctx context.Context, _ int, c schema.Memory) error {
 		return c.(MessageAdder).AddMessage(ctx, msg)

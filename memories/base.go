@@ -2,11 +2,15 @@ package memories
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
@@ -96,9 +100,19 @@ func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Iden
 // caller's memstack.WithTime, else now — and notes that time on the
 // call's Recorder (observe.Report.At). The time is fixed here and handed
 // to the store in ctx, so the report and the stored messages agree.
+//
+// Under a save key (memstack.WithSaveKey) the store is given an append key
+// derived from the save key and the messages (appendKeyFor), so the
+// layers of a stack sharing a store, or a save retried with the same key,
+// store the messages once; saves with the same key but other messages (a
+// layer reading other input keys) are kept apart.
 func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	at := store.AppendTime(ctx)
-	if err := b.cfg.store.Append(memstack.WithTime(ctx, at), id, msgs...); err != nil {
+	sctx := memstack.WithTime(ctx, at)
+	if key, ok := memstack.SaveKeyFrom(ctx); ok {
+		sctx = store.WithAppendKey(sctx, appendKeyFor(key, msgs))
+	}
+	if err := b.cfg.store.Append(sctx, id, msgs...); err != nil {
 		return fmt.Errorf("memstack: storing messages: %w", err)
 	}
 	observe.FromContext(ctx).SavedAt(at)
@@ -150,3 +164,60 @@ func messagesOf(recs []store.Record) []llms.ChatMessage {
 
 // identity is a short name for memstack.Identity inside this package.
 type identity = memstack.Identity
+
+// appendKeyFor returns the store append key of msgs saved under saveKey:
+// "sk1-" and 32 hex digits of a SHA-256 over the key and the messages'
+// encoding — the same for every layer saving the same turn, and never
+// showing the key or the messages in the store.
+func appendKeyFor(saveKey string, msgs []llms.ChatMessage) string {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(saveKey)))
+	h.Write(n[:])
+	h.Write([]byte(saveKey))
+	for _, m := range msgs {
+		b, err := store.EncodeMessage(m)
+		if err != nil {
+			b = fmt.Appendf(nil, "%T %+v", m, m)
+		}
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return "sk1-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// storeUse describes the memory's use of its store for combined.New;
+// reads is how many of the newest non-system messages it reads (0: all).
+func (b *base) storeUse(reads int, states ...string) combined.StoreUse {
+	u := combined.StoreUse{Store: b.cfg.store, Reads: reads, Keeps: -1, States: states}
+	if r := b.cfg.retention; r != nil {
+		u.Keeps = r.keep
+	}
+	return u
+}
+
+// retain applies the memory's retention (WithRetention), if it has one,
+// to id: see the function retain. limit is the newest Seq it may remove.
+func (b *base) retain(ctx context.Context, id memstack.Identity, slack int, limit int64) {
+	if r := b.cfg.retention; r != nil {
+		retain(ctx, b.cfg.store, id, r.keep, slack, limit)
+	}
+}
+
+// StoreUse implements combined.StoreUser: a Buffer reads every message.
+func (b *Buffer) StoreUse() combined.StoreUse { return b.storeUse(0) }
+
+// StoreUse implements combined.StoreUser: a Summary reads every message
+// its summary does not cover yet, and keeps its summary in the state
+// SummaryStateName.
+func (m *Summary) StoreUse() combined.StoreUse { return m.storeUse(0, SummaryStateName) }
+
+// StoreUse implements combined.StoreUser: Facts reads the messages it
+// has not extracted from yet, and keeps its facts in the state
+// FactsStateName.
+func (m *Facts) StoreUse() combined.StoreUse { return m.storeUse(0, FactsStateName) }
+
+// StoreUse implements combined.StoreUser: Recall searches every message,
+// and keeps its index's bookkeeping in the state RecallStateName.
+func (m *Recall) StoreUse() combined.StoreUse { return m.storeUse(0, RecallStateName) }

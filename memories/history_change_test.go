@@ -1,6 +1,7 @@
 package memories_test
 
 import (
+	"fmt"
 	"context"
 	"testing"
 
@@ -37,15 +38,28 @@ func TestBuffer_HistoryReplacedAtTheSameLength(t *testing.T) {
 }
 
 // TestSummary_RefusesAStoreThatKeepsStateInProcess: over a langchaingo
-// history the summary would live in process memory while the folded
-// messages are removed from the history: after a restart both would be
-// gone. NewSummary refuses it, naming the problem (issue 10, item 2).
+// history, under a retention, the summary would live in process memory
+// while the folded messages are removed from the history: after a
+// restart both would be gone. NewSummary refuses it, naming the problem
+// (issue 10, item 2). Without a retention nothing is removed, so a
+// restart loses only the summary (the messages are summarized again):
+// that is accepted.
 func TestSummary_RefusesAStoreThatKeepsStateInProcess(t *testing.T) {
 	st, err := store.FromHistory(memory.NewChatMessageHistory(), memstack.Identity{})
 	require.NoError(t, err)
-	_, err = memories.NewSummary(smSummarizerFunc(func(context.Context, string, []llms.ChatMessage) (string, error) { return "s", nil }),
-		memories.WithStore(st))
+	sum := smSummarizerFunc(func(context.Context, string, []llms.ChatMessage) (string, error) { return "s", nil })
+	_, err = memories.NewSummary(sum, memories.WithStore(st), memories.WithRetention(memories.KeepLast(0)))
 	require.ErrorIs(t, err, memories.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "WithStore(*store.History)")
 	assert.Contains(t, err.Error(), "folded messages would be gone")
+
+	m, err := memories.NewSummary(sum, memories.WithStore(st), memories.WithMaxMessages(2), memories.WithBatchSize(2))
+	require.NoError(t, err, "without a retention no message is removed")
+	ctx := context.Background()
+	for i := range 4 {
+		ctSaveTurn(t, m, ctx, fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
+	}
+	all, err := st.All(ctx, memstack.Identity{})
+	require.NoError(t, err)
+	assert.Len(t, all, 8, "the history keeps every message after folds")
 }

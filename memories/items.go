@@ -141,11 +141,10 @@ func (m *RecentN) LoadItems(ctx context.Context, _ map[string]any) (combined.Ite
 	if err != nil {
 		return combined.Items{}, err
 	}
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	w, err := m.load(ctx, id)
 	if err != nil {
 		return combined.Items{}, err
 	}
-	w := m.window(recs)
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		recordOutside(rec, nil, w.outside)
 	}
@@ -160,11 +159,10 @@ func (m *TokenWindow) LoadItems(ctx context.Context, _ map[string]any) (combined
 	if err != nil {
 		return combined.Items{}, err
 	}
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	w, err := m.load(ctx, id)
 	if err != nil {
 		return combined.Items{}, err
 	}
-	w := m.window(id, recs)
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		recordOutside(rec, m.cost(id), w.outside)
 	}
@@ -179,16 +177,10 @@ func (m *Summary) LoadItems(ctx context.Context, _ map[string]any) (combined.Ite
 	if err != nil {
 		return combined.Items{}, err
 	}
-	// Messages first, then the state (see LoadMemoryVariables).
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	st, system, rest, err := m.unsummarized(ctx, id)
 	if err != nil {
 		return combined.Items{}, err
 	}
-	st, _, err := m.readState(ctx, id)
-	if err != nil {
-		return combined.Items{}, err
-	}
-	system, rest := unsummarized(recs, st.Through)
 	ordered := make([]store.Record, 0, len(system)+len(rest))
 	ordered = append(ordered, system...)
 	ordered = append(ordered, rest...)

@@ -176,7 +176,10 @@ func TestObserve_SummaryRecordsTheSummaryAndModelCalls(t *testing.T) {
 			rep := recorded(t, ctx, s)
 			require.NotEmpty(t, rep.Injected)
 			assert.Equal(t, "summary", rep.Injected[0].Kind)
-			assert.Equal(t, seqIDs(t, st), itemIDs(rep.Injected[1:]))
+			stored := seqIDs(t, st)
+			require.Len(t, stored, 4, "a fold removes no message from the store")
+			assert.Equal(t, stored[1], rep.Injected[0].ID, "the summary covers the first turn")
+			assert.Equal(t, stored[2:], itemIDs(rep.Injected[1:]), "the messages it does not cover are shown raw")
 		})
 	}
 }

@@ -62,6 +62,10 @@ type config struct {
 	sumTimeout     time.Duration
 	sumTimeoutSet  bool
 
+	// retention is WithRetention's (RecentN, TokenWindow, Summary); nil
+	// without it.
+	retention *Retention
+
 	// Settings of the long-term layers, each owned by its type's file.
 	facts  factsSettings
 	recall recallSettings
@@ -78,6 +82,7 @@ const (
 	kindSummaryOpt optKinds = 1 << iota
 	kindFactsOpt
 	kindRecallOpt
+	kindWindowOpt // RecentN and TokenWindow
 )
 
 // String names the types of k, for errors: "Summary", "Summary and Facts".
@@ -86,7 +91,7 @@ func (k optKinds) String() string {
 	for _, t := range []struct {
 		k    optKinds
 		name string
-	}{{kindSummaryOpt, "Summary"}, {kindFactsOpt, "Facts"}, {kindRecallOpt, "Recall"}} {
+	}{{kindWindowOpt, "RecentN, TokenWindow"}, {kindSummaryOpt, "Summary"}, {kindFactsOpt, "Facts"}, {kindRecallOpt, "Recall"}} {
 		if k&t.k != 0 {
 			names = append(names, t.name)
 		}
@@ -362,5 +367,53 @@ func WithRetryBackoff(min, max time.Duration) Option {
 			return
 		}
 		c.retryMin, c.retryMax, c.retrySet = min, max, true
+	}
+}
+
+// Retention is a rule for removing a conversation's old messages from a
+// memory's store (WithRetention). Build one with KeepLast.
+type Retention struct {
+	keep int
+}
+
+// KeepLast is the retention that keeps the newest n non-system messages
+// of each conversation and lets the memory remove older ones (system
+// messages are always kept: they are pinned). n < 0 is an error when
+// the option is applied.
+func KeepLast(n int) Retention { return Retention{keep: n} }
+
+// Keep returns how many of the newest non-system messages r keeps.
+func (r Retention) Keep() int { return r.keep }
+
+// String describes r, as in "KeepLast(50)".
+func (r Retention) String() string { return fmt.Sprintf("KeepLast(%d)", r.keep) }
+
+// WithRetention lets a RecentN, TokenWindow or Summary remove old messages
+// from its store: without it no memory removes a message (a store is one
+// transcript that every layer over it reads; see package store, "One
+// transcript"). With it, after a save, the memory removes the non-system
+// messages older than the newest r.Keep() ones of the conversation, in
+// batches (once 16 more are due), never splitting a tool call from its
+// results; a Summary removes only messages its summary already covers.
+// Use it when the memory is the only reader of its store and the store
+// must stay small.
+//
+// What each layer sees under it: a RecentN(n) or TokenWindow shows its
+// window of the messages kept (a RecentN needs r.Keep() >= n, or its
+// window could not fill: an error); a Summary shows its summary and the
+// messages it has not folded, which the retention never removes. Another
+// memory that reads the same store would lose what this one removes, so
+// combined.New refuses a stack where a retention removes messages another
+// layer on the same store can read (a Buffer, Recall, Facts, Summary or
+// TokenWindow, or a RecentN whose n exceeds r.Keep()). r.Keep() < 0 is an
+// error, and so is r.Keep() == 0 for a window (it would show nothing).
+func WithRetention(r Retention) Option {
+	return func(c *config) {
+		c.scope("WithRetention", kindWindowOpt|kindSummaryOpt)
+		if r.keep < 0 {
+			c.bad("WithRetention(%s): the messages kept must not be negative", r)
+			return
+		}
+		c.retention = &r
 	}
 }

@@ -3,7 +3,9 @@ package memories
 import (
 	"context"
 	"fmt"
+	"math"
 
+	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
@@ -21,11 +23,13 @@ import (
 //     not fit in what remains of n, it is dropped, so the window may hold
 //     fewer than n messages but never more, and never half a tool exchange.
 //
-// RecentN owns what it stores under each identity: after a save it trims
-// messages that can never be shown again (keeping system messages), in
-// batches, so its store holds O(n) messages and the cost of a save or a load
-// is O(n) however long the conversation has run. Trimming is best effort (a
-// failure is retried at the next save) and never changes what a load shows.
+// RecentN is a view: a load reads the pinned system messages and the
+// newest messages (store.Messages.Tail), so it costs O(n) however long the
+// conversation has run, and it never removes a message from its store —
+// other layers may read the same transcript (package store, "One
+// transcript"). To keep the store itself small, give it a retention
+// (WithRetention(KeepLast(k)), k >= n): it then removes messages older
+// than the newest k after each save, in batches.
 //
 // RecentN is safe for concurrent use.
 type RecentN struct {
@@ -39,14 +43,18 @@ var (
 )
 
 // NewRecentN returns a RecentN showing the last n messages. n < 1 is an
-// error, as is an invalid option.
+// error, as is an invalid option, and a retention that keeps fewer than n
+// messages (WithRetention).
 func NewRecentN(n int, opts ...Option) (*RecentN, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: NewRecentN(n=%d): n must be at least 1", ErrInvalidOption, n)
 	}
-	m := &RecentN{base: newBase("RecentN", 0, opts), n: n}
+	m := &RecentN{base: newBase("RecentN", kindWindowOpt, opts), n: n}
 	if m.err != nil {
 		return nil, m.err
+	}
+	if r := m.cfg.retention; r != nil && r.keep < n {
+		return nil, fmt.Errorf("%w: NewRecentN(n=%d): WithRetention(%s) keeps fewer messages than the window shows", ErrInvalidOption, n, r)
 	}
 	return m, nil
 }
@@ -57,8 +65,13 @@ func (m *RecentN) window(recs []store.Record) windowed {
 		func(store.Record) int { return 1 })
 }
 
-// SaveContext stores the turn (validated first; stored whole or not at all)
-// and trims the store.
+// load reads and chooses the window of id (see loadWindow).
+func (m *RecentN) load(ctx context.Context, id identity) (windowed, error) {
+	return loadWindow(ctx, m.cfg.store, id, m.n+firstRead, m.window)
+}
+
+// SaveContext stores the turn (validated first; stored whole or not at
+// all) and, under a retention, removes what it lets go.
 func (m *RecentN) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
 	id, msgs, err := m.turn(ctx, inputs, outputs)
 	if err != nil {
@@ -67,11 +80,12 @@ func (m *RecentN) SaveContext(ctx context.Context, inputs, outputs map[string]an
 	if err := m.append(ctx, id, msgs...); err != nil {
 		return err
 	}
-	m.trim(ctx, id)
+	m.retain(ctx, id, trimSlack, math.MaxInt64)
 	return nil
 }
 
-// AddMessage stores one message of any role and trims the store.
+// AddMessage stores one message of any role and, under a retention,
+// removes what it lets go.
 func (m *RecentN) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	id, msg, err := m.message(ctx, msg)
 	if err != nil {
@@ -80,20 +94,8 @@ func (m *RecentN) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if err := m.append(ctx, id, msg); err != nil {
 		return err
 	}
-	m.trim(ctx, id)
+	m.retain(ctx, id, trimSlack, math.MaxInt64)
 	return nil
-}
-
-func (m *RecentN) trim(ctx context.Context, id identity) {
-	// Cheap gate: with this few messages stored, nothing needs trimming.
-	if st, err := m.cfg.store.Stat(ctx, id); err != nil || st.Count <= m.n+trimSlack {
-		return
-	}
-	recs, err := m.cfg.store.All(ctx, id)
-	if err != nil {
-		return
-	}
-	trim(ctx, m.cfg.store, id, m.window(recs))
 }
 
 // LoadMemoryVariables returns the pinned system messages followed by the
@@ -103,17 +105,20 @@ func (m *RecentN) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	if err != nil {
 		return nil, err
 	}
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	w, err := m.load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	w := m.window(recs)
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		recordMessages(rec, nil, w.system, w.window)
 		recordOutside(rec, nil, w.outside)
 	}
 	return m.variables(w.messages())
 }
+
+// StoreUse implements combined.StoreUser: a RecentN reads the newest n
+// messages.
+func (m *RecentN) StoreUse() combined.StoreUse { return m.storeUse(m.n) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *RecentN) Clear(ctx context.Context) error {

@@ -252,12 +252,12 @@ func TestRecentN_ToolCallGroupGrowingOneResultAtATime(t *testing.T) {
 	}
 }
 
-func TestRecentN_TrimsItsStore(t *testing.T) {
+func TestRecentN_RetentionTrimsItsStore(t *testing.T) {
 	const n, turns = 5, 1000
 	ctx := ctIDCtx(memstack.Identity{Tenant: "t", User: "u"})
 	id, _ := memstack.IdentityFrom(ctx)
 	st := store.NewInMemory()
-	m, err := memories.NewRecentN(n, memories.WithStore(st))
+	m, err := memories.NewRecentN(n, memories.WithStore(st), memories.WithRetention(memories.KeepLast(n)))
 	require.NoError(t, err)
 	systems := []llms.ChatMessage{llms.SystemChatMessage{Content: "prompt at start"}, llms.SystemChatMessage{Content: "prompt at turn 500"}}
 

@@ -128,14 +128,19 @@ type SummaryStats struct {
 //
 // Messages are kept in the store (WithStore), and each identity's summary
 // and the Seq it covers through are kept in the store's state under
-// SummaryStateName, as JSON, with compare-and-set. A fold commits in this
-// order: the new state first, then store.Messages.RemovePrefix of the folded
-// messages. Loads show only messages with a Seq after the covered one, so a
-// crash between the two steps loses and duplicates nothing (the next fold
-// removes the leftovers). If another writer (another process on the same
-// store) committed first, the fold is dropped and the messages stay raw: no
-// message is folded twice. A new Summary over the same store resumes from the
-// stored summary with no model call.
+// SummaryStateName, as JSON, with compare-and-set. A fold commits the new
+// state; it removes no message: the store is one transcript that other
+// layers may read (package store, "One transcript"), and loads read only
+// the messages after the covered Seq (store.Messages.Tail), so a load
+// costs what it shows however long the conversation has run. Under a
+// retention (WithRetention) a committed fold also removes the messages the
+// summary covers that are older than the retention's newest ones (with
+// KeepLast(0), every message it covers: the store then holds only what
+// the summary does not cover); a crash between the two steps loses and
+// duplicates nothing (the next fold removes the leftovers). If another writer (another process on the same
+// store) committed first, the fold is dropped and the messages stay raw:
+// no message is folded twice. A new Summary over the same store resumes
+// from the stored summary with no model call.
 //
 // # Failures
 //
@@ -235,10 +240,10 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 		return nil, m.err
 	}
 	c := &m.cfg
-	if ps, ok := c.store.(store.ProcessState); ok && ps.StateInProcess() {
-		return nil, fmt.Errorf("%w: NewSummary: WithStore(%T): a Summary folds messages into its state and removes them from the store, "+
+	if ps, ok := c.store.(store.ProcessState); ok && ps.StateInProcess() && c.retention != nil {
+		return nil, fmt.Errorf("%w: NewSummary: WithStore(%T) with WithRetention(%s): under a retention a Summary removes the messages it folded into its state, "+
 			"and this store keeps state in process memory only while its messages outlive the process: after a restart the folded messages would be gone "+
-			"(give the Summary a store that keeps state: store.NewInMemory, sqlitestore, redisstore, pgstore)", ErrInvalidOption, c.store)
+			"(give the Summary a store that keeps state: store.NewInMemory, sqlitestore, redisstore, pgstore, or no retention)", ErrInvalidOption, c.store, *c.retention)
 	}
 	if c.maxTokens > 0 {
 		if c.maxMessagesSet || c.batchSizeSet {
@@ -323,19 +328,10 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	if err != nil {
 		return nil, err
 	}
-	// Messages first, then the state: the commit order (state, then
-	// RemovePrefix) makes this pair consistent — a message missing from
-	// recs was removed after a state at least as new as the one read
-	// covered it.
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	st, system, rest, err := m.unsummarized(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := m.readState(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	system, rest := unsummarized(recs, st.Through)
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		if st.Summary != "" {
 			rec.Injected(observe.Item{Kind: kindSummary, ID: seqID(st.Through)})
@@ -716,18 +712,22 @@ func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
 	m.mu.Lock()
 	e.failures, e.nextTry = 0, time.Time{}
 	m.mu.Unlock()
-	// Committed: removing the folded messages is housekeeping (loads
-	// already skip them), so it is not cancelled with the call and a
-	// failure is left for the next fold.
-	_, _ = m.cfg.store.RemovePrefix(context.WithoutCancel(ctx), id, p.through)
+	// Committed. Under a retention, removing folded messages is
+	// housekeeping (loads already skip them), so it is not cancelled with
+	// the call and a failure is left for the next fold.
+	m.retain(context.WithoutCancel(ctx), id, 0, p.through)
 	m.report(id, n, took, nil)
 	return nil
 }
 
-// tidy re-reads id's state and removes the messages it covers.
+// tidy re-reads id's state and, under a retention, removes the messages
+// it lets go.
 func (m *Summary) tidy(ctx context.Context, id identity) {
+	if m.cfg.retention == nil {
+		return
+	}
 	if st, _, err := m.readState(ctx, id); err == nil && st.Through > 0 {
-		_, _ = m.cfg.store.RemovePrefix(ctx, id, st.Through)
+		m.retain(ctx, id, 0, st.Through)
 	}
 }
 
@@ -767,58 +767,52 @@ func (m *Summary) readState(ctx context.Context, id identity) (summaryState, int
 	return s, st.Version, nil
 }
 
-// unsummarized returns the system messages and the non-system messages
-// with a Seq after through, both in order.
-func unsummarized(recs []store.Record, through int64) (system, rest []store.Record) {
-	rest = make([]store.Record, 0, len(recs))
-	for _, r := range recs {
-		switch {
-		case r.Message.GetType() == llms.ChatMessageTypeSystem:
-			system = append(system, r)
-		case r.Seq > through:
-			rest = append(rest, r)
+// unsummarized reads id's summary state, then the system messages and
+// the non-system messages the summary does not cover (store Tail after
+// the covered Seq), both in order: what a load shows. Under a retention
+// a fold committed between the two reads may remove messages the state
+// read does not cover yet, so the state is read again and the pair
+// retried until it is unchanged.
+func (m *Summary) unsummarized(ctx context.Context, id identity) (summaryState, []store.Record, []store.Record, error) {
+	for attempt := 0; ; attempt++ {
+		st, version, err := m.readState(ctx, id)
+		if err != nil {
+			return summaryState{}, nil, nil, err
 		}
+		recs, err := m.cfg.store.Tail(ctx, id, math.MaxInt, st.Through)
+		if err != nil {
+			return summaryState{}, nil, nil, fmt.Errorf("memstack: loading history: %w", err)
+		}
+		if m.cfg.retention != nil && attempt < 8 {
+			if _, again, err := m.readState(ctx, id); err == nil && again != version {
+				continue
+			}
+		}
+		system, rest := split(recs)
+		return st, system, rest, nil
 	}
-	return system, rest
 }
 
 // plan returns the fold due for id, or nil if none is.
 func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
-	if !m.tokenMode {
-		// Cheap gate: the store holds at least the unsummarized messages.
-		st, err := m.cfg.store.Stat(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
-		}
-		if st.Count <= m.n {
-			return nil, nil
-		}
-	}
-	// The state before the messages, unlike a load: the fold commits with
-	// the version read here, so a Clear or Forget after this read — by
-	// this process or another replica — makes the commit conflict, and
-	// one before it is seen by the read of the messages below. Read the
-	// other way round, a Clear in between would hand the fold the cleared
-	// messages and the cleared state's new version, and the commit would
-	// bring the cleared text back. (A fold committed by another writer in
-	// between makes the commit conflict too.)
+	// The state before the messages: the fold commits with the version
+	// read here, so a Clear or Forget after this read — by this process
+	// or another replica — makes the commit conflict, and one before it
+	// is seen by the read of the messages below. Read the other way
+	// round, a Clear in between would hand the fold the cleared messages
+	// and the cleared state's new version, and the commit would bring the
+	// cleared text back. (A fold committed by another writer in between
+	// makes the commit conflict too.) The messages read are those after
+	// the covered Seq only (Tail), so a plan costs what a load shows.
 	prev, version, err := m.readState(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := m.cfg.store.All(ctx, id)
+	recs, err := m.cfg.store.Tail(ctx, id, math.MaxInt, prev.Through)
 	if err != nil {
 		return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
 	}
-	_, rest := unsummarized(recs, prev.Through)
-	for _, r := range recs {
-		if r.Seq <= prev.Through && r.Message.GetType() != llms.ChatMessageTypeSystem {
-			// A leftover of a commit whose RemovePrefix did not happen (a
-			// crash, a store error): finish it.
-			_, _ = m.cfg.store.RemovePrefix(ctx, id, prev.Through)
-			break
-		}
-	}
+	_, rest := split(recs)
 	var cut int
 	if m.tokenMode {
 		cut = m.tokenCut(id, rest)

@@ -828,7 +828,8 @@ func TestSummary_RestartResumesWithoutSummarizing(t *testing.T) {
 func TestSummary_CrashBetweenCommitAndRemove(t *testing.T) {
 	st := &smStore{InMemory: store.NewInMemory()}
 	st.failRemove.Store(true)
-	mem := smNew(t, &smModel{}, memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2))
+	keep0 := memories.WithRetention(memories.KeepLast(0))
+	mem := smNew(t, &smModel{}, memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2), keep0)
 	for i := 1; i <= 3; i++ {
 		require.NoError(t, smSave(t, mem, smBG, i), "a failed RemovePrefix after the commit is not an error")
 	}
@@ -837,7 +838,7 @@ func TestSummary_CrashBetweenCommitAndRemove(t *testing.T) {
 	assert.Len(t, raw, 4, "but a load does not show them twice")
 
 	// A restarted memory over the same store sees the same thing.
-	other := smNew(t, &smModel{}, memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2))
+	other := smNew(t, &smModel{}, memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2), keep0)
 	smAudit(t, smLoad(t, other, smBG), smIDs(1, 2, 3))
 
 	st.failRemove.Store(false)

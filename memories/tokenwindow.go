@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -31,9 +32,11 @@ import (
 // first, and the rest of the budget goes to the newest messages. (System
 // messages are shown even if they alone exceed the budget: they are the
 // agent's instructions.) A tool call and its results are shown or dropped
-// together. Like RecentN, TokenWindow trims its store of messages that can
-// never be shown again, so its cost per turn does not grow with the
-// conversation.
+// together. Like RecentN, TokenWindow is a view: a load reads the pinned
+// system messages and the newest messages (store.Messages.Tail), as many
+// as the budget may need, so its cost does not grow with the
+// conversation, and it removes no message from its store unless given a
+// retention (WithRetention).
 //
 // TokenWindow is safe for concurrent use.
 type TokenWindow struct {
@@ -54,14 +57,18 @@ var (
 )
 
 // NewTokenWindow returns a TokenWindow with a budget of maxTokens tokens.
-// maxTokens < 1 is an error, as is an invalid option.
+// maxTokens < 1 is an error, as is an invalid option and a retention that
+// keeps no message (WithRetention(KeepLast(0))).
 func NewTokenWindow(maxTokens int, opts ...Option) (*TokenWindow, error) {
 	if maxTokens < 1 {
 		return nil, fmt.Errorf("%w: NewTokenWindow(maxTokens=%d): maxTokens must be at least 1", ErrInvalidOption, maxTokens)
 	}
-	m := &TokenWindow{base: newBase("TokenWindow", 0, opts), maxTokens: maxTokens}
+	m := &TokenWindow{base: newBase("TokenWindow", kindWindowOpt, opts), maxTokens: maxTokens}
 	if m.err != nil {
 		return nil, m.err
+	}
+	if r := m.cfg.retention; r != nil && r.keep < 1 {
+		return nil, fmt.Errorf("%w: NewTokenWindow(maxTokens=%d): WithRetention(%s) keeps no message to show", ErrInvalidOption, maxTokens, r)
 	}
 	m.counter = m.cfg.counter
 	if m.counter == nil {
@@ -109,8 +116,16 @@ func (m *TokenWindow) window(id identity, recs []store.Record) windowed {
 	}, cost)
 }
 
-// SaveContext stores the turn (validated first; stored whole or not at all)
-// and trims the store.
+// load reads and chooses the window of id (see loadWindow): the first
+// read asks for at most 64 messages, or fewer with a small budget.
+func (m *TokenWindow) load(ctx context.Context, id identity) (windowed, error) {
+	return loadWindow(ctx, m.cfg.store, id, min(m.maxTokens, 64)+firstRead, func(recs []store.Record) windowed {
+		return m.window(id, recs)
+	})
+}
+
+// SaveContext stores the turn (validated first; stored whole or not at
+// all) and, under a retention, removes what it lets go.
 func (m *TokenWindow) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
 	id, msgs, err := m.turn(ctx, inputs, outputs)
 	if err != nil {
@@ -119,11 +134,12 @@ func (m *TokenWindow) SaveContext(ctx context.Context, inputs, outputs map[strin
 	if err := m.append(ctx, id, msgs...); err != nil {
 		return err
 	}
-	m.trim(ctx, id)
+	m.retain(ctx, id, trimSlack, math.MaxInt64)
 	return nil
 }
 
-// AddMessage stores one message of any role and trims the store.
+// AddMessage stores one message of any role and, under a retention,
+// removes what it lets go.
 func (m *TokenWindow) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	id, msg, err := m.message(ctx, msg)
 	if err != nil {
@@ -132,16 +148,8 @@ func (m *TokenWindow) AddMessage(ctx context.Context, msg llms.ChatMessage) erro
 	if err := m.append(ctx, id, msg); err != nil {
 		return err
 	}
-	m.trim(ctx, id)
+	m.retain(ctx, id, trimSlack, math.MaxInt64)
 	return nil
-}
-
-func (m *TokenWindow) trim(ctx context.Context, id identity) {
-	recs, err := m.cfg.store.All(ctx, id)
-	if err != nil {
-		return
-	}
-	trim(ctx, m.cfg.store, id, m.window(id, recs))
 }
 
 // LoadMemoryVariables returns the pinned system messages followed by the
@@ -151,11 +159,10 @@ func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := loadAll(ctx, m.cfg.store, id)
+	w, err := m.load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	w := m.window(id, recs)
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		cost := m.cost(id)
 		recordMessages(rec, cost, w.system, w.window)
@@ -163,6 +170,10 @@ func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any)
 	}
 	return m.variables(w.messages())
 }
+
+// StoreUse implements combined.StoreUser: how many messages a TokenWindow
+// reads depends on their lengths, so it counts as reading them all.
+func (m *TokenWindow) StoreUse() combined.StoreUse { return m.storeUse(0) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *TokenWindow) Clear(ctx context.Context) error {

@@ -279,7 +279,7 @@ func TestTokenWindow_TokenCountsAreCached(t *testing.T) {
 		budget int
 	}{
 		{"everything fits", 1_000_000},
-		{"small window, store trimmed", 40},
+		{"small window", 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const turns, loads = 200, 100
@@ -300,31 +300,33 @@ func TestTokenWindow_TokenCountsAreCached(t *testing.T) {
 					ctLoadString(t, m, ctx)
 				}
 			}
-			afterSaves := calls.Load()
-			assert.LessOrEqual(t, afterSaves, messages, "each message is counted at most once")
-			assert.Positive(t, afterSaves)
+			last := ctLoadString(t, m, ctx)
+			counted := calls.Load()
+			assert.LessOrEqual(t, counted, messages, "each message is counted at most once")
+			assert.Positive(t, counted)
 
-			var last string
 			for range loads {
 				last = ctLoadString(t, m, ctx)
 			}
-			assert.Equal(t, afterSaves, calls.Load(), "loads count nothing that was counted before")
+			assert.Equal(t, counted, calls.Load(), "loads count nothing that was counted before")
 			assert.NotEmpty(t, last)
 		})
 	}
 }
 
-func TestTokenWindow_TrimsItsStore(t *testing.T) {
+func TestTokenWindow_RetentionTrimsItsStore(t *testing.T) {
 	const budget, turns = 40, 1000
 	id := memstack.Identity{Tenant: "t", User: "u"}
 	ctx := ctIDCtx(id)
 	st := store.NewInMemory()
-	m, err := memories.NewTokenWindow(budget, memories.WithTokenCounter(twWords), memories.WithStore(st))
+	// Every turn message renders as two words ("Human: q12"), cost 3, so the
+	// window holds at most budget/3 messages: a retention of that many
+	// changes nothing a load shows.
+	maxWindow := budget / 3
+	m, err := memories.NewTokenWindow(budget, memories.WithTokenCounter(twWords), memories.WithStore(st),
+		memories.WithRetention(memories.KeepLast(maxWindow)))
 	require.NoError(t, err)
 	systems := []llms.ChatMessage{llms.SystemChatMessage{Content: "prompt at start"}, llms.SystemChatMessage{Content: "prompt at turn 500"}}
-	// Every turn message renders as two words ("Human: q12"), cost 3, so the
-	// window holds at most budget/3 messages.
-	maxWindow := budget / 3
 
 	require.NoError(t, m.AddMessage(ctx, systems[0]))
 	sysCount := 1

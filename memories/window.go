@@ -3,6 +3,7 @@ package memories
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
@@ -10,12 +11,14 @@ import (
 )
 
 // window is the shared machinery of RecentN and TokenWindow: pin system
-// messages, group tool calls with their results, pick the newest groups that
-// fit, and trim the store of what can never be shown again.
+// messages, group tool calls with their results, pick the newest groups
+// that fit — reading only the newest messages (store.Messages.Tail), never
+// the whole conversation — and, under a retention the user asked for
+// (WithRetention), remove what the retention lets go.
 
-// trimSlack is how many non-system messages may pile up outside the window
-// before a save trims them from the store: trimming in batches keeps the
-// number of store writes per turn low while the stored data stays O(window).
+// trimSlack is how many non-system messages may pile up beyond a
+// retention before a save removes them: removing in batches keeps the
+// number of store writes per turn low.
 const trimSlack = 16
 
 // split separates the pinned system messages from the others (both in
@@ -93,14 +96,13 @@ func newestFit(rest []store.Record, budget int, cost func(store.Record) int) (st
 type windowed struct {
 	system []store.Record // pinned, in order
 	window []store.Record // the newest groups that fit, in order
-	// dropped counts the non-system messages before the window that may
-	// be removed from the store, and lastDropped is the Seq of the newest
-	// of them (0 if none).
-	dropped     int
-	lastDropped int64
-	// outside holds the non-system messages before the window (for
-	// reports).
+	// outside holds the non-system messages read before the window (for
+	// reports): those a load read, not every older message stored.
 	outside []store.Record
+	// start is the index in the non-system messages read where the
+	// window starts; groupStart is where the first group read that is
+	// surely whole starts (the first message that is not a tool result).
+	start, groupStart int
 }
 
 func (w windowed) messages() []llms.ChatMessage {
@@ -116,32 +118,84 @@ func (w windowed) messages() []llms.ChatMessage {
 
 func choose(recs []store.Record, budget func(system []store.Record) int, cost func(store.Record) int) windowed {
 	system, rest := split(recs)
-	start, lastGroup := newestFit(rest, budget(system), cost)
-	w := windowed{system: system, window: rest[start:], dropped: start, outside: rest[:start]}
-	// The newest group, if it is a tool call, may still be joined by more
-	// results: even when it does not fit now it must stay in the store, or
-	// a later result would be left without its call. Only what precedes it
-	// counts as dropped (removable).
-	if start > lastGroup && lastGroup < len(rest) && callsTools(rest[lastGroup].Message) {
-		w.dropped = lastGroup
+	start, _ := newestFit(rest, budget(system), cost)
+	g := 0
+	for g < len(rest) && isToolResult(rest[g].Message) {
+		g++
 	}
-	if w.dropped > 0 {
-		w.lastDropped = rest[w.dropped-1].Seq
-	}
-	return w
+	return windowed{system: system, window: rest[start:], outside: rest[:start], start: start, groupStart: g}
 }
 
-// trim removes from the store the non-system messages that precede the
-// window, once more than trimSlack (or the window's own size) have piled up.
-// Trimming is housekeeping: the turn is already stored, and what a load
-// shows never depends on it, so a failure is left for the next save to
-// retry rather than reported as a failed save.
-func trim(ctx context.Context, s store.Store, id memstack.Identity, w windowed) {
-	if w.dropped <= max(trimSlack, len(w.window)) {
+// firstRead is how many non-system messages a window's first read asks
+// for beyond what it can show at most.
+const firstRead = 8
+
+// loadWindow reads the pinned system messages and the newest non-system
+// messages of id — k of them first, twice as many each time more are
+// needed — and returns the window pick chooses. More are needed while the
+// window reaches back to the oldest message read (older ones might fit
+// too) or the oldest messages read are tool results whose call was not
+// read; never when fewer than asked for came back (nothing older is
+// stored). So the window is the one pick would choose from every stored
+// message, read at a cost of O(the window).
+func loadWindow(ctx context.Context, s store.Store, id memstack.Identity, k int, pick func([]store.Record) windowed) (windowed, error) {
+	for {
+		recs, err := s.Tail(ctx, id, k, 0)
+		if err != nil {
+			return windowed{}, fmt.Errorf("memstack: loading history: %w", err)
+		}
+		w := pick(recs)
+		read := len(w.outside) + len(w.window)
+		if read < k || (w.start > 0 && w.start >= w.groupStart) || k >= math.MaxInt/2 {
+			return w, nil
+		}
+		k *= 2
+	}
+}
+
+// retain removes, under a retention of keep messages, the non-system
+// messages of id older than its newest keep ones, and never one with a
+// Seq after limit (a Summary passes the Seq its summary covers, a window
+// math.MaxInt64). The cut moves back to a group boundary, so a tool call
+// is never removed while a result of it is kept. It removes once more
+// than slack messages beyond keep are stored, and is housekeeping: the
+// turn is already stored and a load never depends on it, so a failure is
+// left for the next save to retry.
+func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slack int, limit int64) {
+	st, err := s.Stat(ctx, id)
+	if err != nil || st.Count <= keep+slack {
 		return
 	}
-	_, _ = s.RemovePrefix(ctx, id, w.lastDropped)
+	through := limit
+	if keep > 0 {
+		recs, err := s.Tail(ctx, id, keep+1+retainLookBack, 0)
+		if err != nil {
+			return
+		}
+		_, rest := split(recs)
+		if len(rest) <= keep {
+			return
+		}
+		c := len(rest) - keep - 1 // the newest message to remove
+		for c >= 0 && (isToolResult(rest[c+1].Message) || rest[c].Seq > limit) {
+			c--
+		}
+		switch {
+		case c >= 0:
+			through = rest[c].Seq
+		case limit < rest[0].Seq:
+			// Everything limit lets go is older than what was read, and
+			// limit ends a turn (a Summary's batch).
+		default:
+			return
+		}
+	}
+	_, _ = s.RemovePrefix(ctx, id, through)
 }
+
+// retainLookBack is how many messages before the cut retain reads to
+// move the cut back to a group boundary.
+const retainLookBack = 32
 
 func loadAll(ctx context.Context, s store.Store, id memstack.Identity) ([]store.Record, error) {
 	recs, err := s.All(ctx, id)
