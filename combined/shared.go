@@ -125,4 +125,3 @@ func saveContext(ctx context.Context) context.Context {
 	}
 	return ctx
 }
-

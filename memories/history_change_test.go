@@ -1,8 +1,8 @@
 package memories_test
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
