@@ -11,7 +11,8 @@
 //     without duplicates.
 //   - SaveContext: every child stores the turn. Children run concurrently and
 //     one child's failure does not stop the others; the error returned joins
-//     every failure, each naming its child.
+//     every failure, each naming its child. Every child gets the same save
+//     key and time (see "One store for a whole stack").
 //   - LoadMemoryVariables: children load concurrently; the results merge in
 //     list order, a later child's key overriding an earlier one's (or, with
 //     WithStrictKeys, New rejects key collisions). Any child's failure fails
@@ -22,6 +23,28 @@
 //     fails, so a message is never silently dropped.
 //   - Clear: clears every child, like SaveContext.
 //   - GetMemoryKey: the first child's key.
+//
+// # One store for a whole stack
+//
+// Children may share one store — one store value given to every layer
+// with memories.WithStore — and that is the natural configuration: the
+// store keeps one transcript per conversation, which every layer reads
+// (package store, "One transcript"). SaveContext and AddMessage give every
+// child the same save key (memstack.WithSaveKey: the caller's, else a
+// fresh random one) and time (memstack.WithTime: the caller's, else now),
+// so the children that share a store store the turn there once, dated
+// alike, and no layer shows it twice; children on different stores each
+// keep their copy. A save retried with the caller's save key stores
+// nothing twice either.
+//
+// New checks a stack whose memstack children (StoreUser) share a store,
+// and refuses it with an error naming the children and the store when a
+// child's retention (memories.WithRetention) would remove messages
+// another child on the store reads, or when two children would keep
+// their derived data under the same state name there (two Summary layers
+// on one store). Stores are compared as values: two stores opened
+// separately over the same data (two sqlitestore.Open of one file and
+// namespace) are not recognised as one.
 //
 // # One token budget across layers
 //

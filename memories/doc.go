@@ -5,7 +5,7 @@
 //
 //   - Buffer: the full transcript, rendered incrementally.
 //   - RecentN: the last n messages, system messages pinned, tool calls
-//     grouped with their results.
+//     grouped with their results; it reads only those.
 //   - TokenWindow: the newest messages that fit in a token budget, same
 //     rules.
 //   - Summary: a running summary of everything older (from any
@@ -87,7 +87,25 @@
 // a zero time.
 //
 // Storage: each memory keeps its messages in a store.Store (WithStore); the
-// default is an in-memory store of its own.
+// default is an in-memory store of its own. One store for a whole stack —
+// one SQLite file, one Redis, one PostgreSQL database, in one namespace —
+// is a supported configuration, and the natural one: the store keeps one
+// transcript per conversation that every layer over it reads (package
+// store, "One transcript"). The rule that makes it safe: a memory never
+// removes a message another layer may read. RecentN, TokenWindow and
+// Summary are views — a load reads the pinned system messages and the
+// newest messages (store.Messages.Tail), so it costs what it shows however
+// long the conversation — and remove nothing; Buffer, Facts and Recall
+// read everything and remove nothing. Retention is the user's choice:
+// WithRetention(KeepLast(n)) lets a RecentN, TokenWindow or Summary remove
+// older messages, and combined.New refuses it where another layer on the
+// same store reads them. A turn saved by several layers on one store is
+// stored once (memstack.WithSaveKey: combined.Memory sets it for every
+// save; a retried save with the same key stores nothing twice), and each
+// layer keeps what it derives — a summary, facts, an index — in a state
+// value of its own (SummaryStateName, FactsStateName, RecallStateName), so
+// two layers of the same type need stores of their own (combined.New says
+// so). Layers on different stores each keep their copy.
 //
 // Errors: a constructor that returns an error rejects bad arguments and
 // options with an error wrapping ErrInvalidOption that names the option.

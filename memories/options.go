@@ -213,9 +213,11 @@ func WithRequireIdentity() Option {
 }
 
 // WithStore sets where the memory keeps its messages (default: a new
-// store.InMemory of its own). A memory owns what it stores under each
-// identity: RecentN and TokenWindow trim old messages, so give each memory
-// its own store (or its own backend namespace). A nil store is an error.
+// store.InMemory of its own). One store may serve every layer of a stack:
+// it keeps one transcript per conversation, no memory removes a message
+// unless given a retention (WithRetention), and combined.Memory stores
+// each turn there once (see the package documentation, Storage). A nil
+// store is an error.
 func WithStore(s store.Store) Option {
 	return func(c *config) {
 		if s == nil {

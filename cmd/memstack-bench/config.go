@@ -35,6 +35,8 @@ type config struct {
 	storeConvs     int           // concurrent conversations in the store runs
 	storeSizes     []int         // conversation sizes of storetest.MeasureSize
 	storeSamples   int           // timed calls per median in MeasureSize
+	windowSizes    []int         // conversation sizes of measureWindows
+	windowSamples  int           // timed loads per memory in measureWindows
 	startServers   bool          // try Redis and PostgreSQL
 	requireServers bool          // a server that cannot start is an error
 }
@@ -93,12 +95,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.fanoutOps = 10
 		cfg.storeTurns = 10
 		cfg.storeSizes, cfg.storeSamples = []int{1000}, 20
+		cfg.windowSizes, cfg.windowSamples = []int{100, 1000}, 20
 	} else {
 		cfg.reps, cfg.target = 5, 200*time.Millisecond
 		cfg.summaryTurns, cfg.paceTurns = 1000, 200
 		cfg.fanoutOps = 100
 		cfg.storeTurns = 100
 		cfg.storeSizes, cfg.storeSamples = []int{1000, 100000}, 200
+		cfg.windowSizes, cfg.windowSamples = []int{1000, 100000}, 200
 	}
 	return cfg, nil
 }

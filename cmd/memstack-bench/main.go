@@ -31,7 +31,11 @@
 //     per load, against one such child and against the three called one
 //     after another: children run concurrently.
 //  4. Every store backend that can run: saves per second and Last(10) load
-//     latency with 32 concurrent conversations (storetest.Measure).
+//     latency with 32 concurrent conversations (storetest.Measure), the
+//     store's own costs at 1,000 and 100,000 messages of one conversation
+//     (storetest.MeasureSize), and the load latency (p50, p95) of
+//     RecentN(6), TokenWindow(1000) and Summary over a conversation of
+//     1,000 and of 100,000 messages in that store (measureWindows).
 //
 // # How histories are built
 //
@@ -43,9 +47,9 @@
 //   - memstack memories: the first N-2 messages are appended to the
 //     memory's store directly (store.Messages.Append: exactly what
 //     SaveContext stores), then the last turn goes through the memory's own
-//     SaveContext, which does the memory's own housekeeping (RecentN and
-//     TokenWindow trim their store; Summary folds everything but its raw
-//     window into the summary in one summarizer call), and one load warms
+//     SaveContext, which does the memory's own housekeeping (Summary folds
+//     everything but its raw window into the summary in one summarizer
+//     call; RecentN and TokenWindow remove nothing), and one load warms
 //     the caches, as the previous turn of a running chain would.
 //   - langchaingo's ConversationBuffer keeps every message: its chat
 //     history is pre-filled with all N. ConversationWindowBuffer is

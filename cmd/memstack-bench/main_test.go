@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -82,12 +83,18 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 	for _, name := range []string{fanOne, fanCombined, fanSequential} {
 		assert.Len(t, linesWithPrefix(md, "| "+name+" |"), 1, "combined row %q", name)
 	}
+	assert.Contains(t, md, "\n"+headWindows+"\n")
+	assert.Contains(t, md, "| backend | memory | 100 p50 | 100 p95 | 1,000 p50 | 1,000 p95 | 1,000 ÷ 100 |")
 	for _, name := range []string{backendInMemory, backendSQLite} {
 		rows := linesWithPrefix(md, "| "+name+" |")
-		require.Len(t, rows, 2, "store rows %q: throughput, and one size (1,000 messages in quick mode)", name)
+		require.Len(t, rows, 2+len(windowMemories), "store rows %q: throughput, one size (1,000 messages in quick mode), one window row per memory", name)
 		assert.NotContains(t, rows[0], "not run", "%s runs in quick mode", name)
 		assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \|`, rows[0], "%s has a saves/s figure", name)
 		assert.Regexp(t, `^\| [^|]+ \| 1,000 \|( [\d.]+ (ns|µs|ms|s) \|){5}$`, rows[1], "%s has a size row with five durations", name)
+		for i, wm := range windowMemories {
+			assert.Regexp(t, `^\| [^|]+ \| `+regexp.QuoteMeta(wm.name)+` \|( [\d.]+ (ns|µs|ms|s) \|){4} \d+\.\d\d× \|$`, rows[2+i],
+				"%s has a window row for %s: four durations and a ratio", name, wm.name)
+		}
 	}
 	assert.Contains(t, md, "| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |")
 	for _, name := range []string{backendRedis, backendPostgres} {

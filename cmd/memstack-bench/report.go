@@ -18,6 +18,7 @@ const (
 	headSummary    = "## Summary memories: model calls and save latency"
 	headFanout     = "## CombinedMemory: children run concurrently"
 	headStores     = "## Store backends"
+	headWindows    = "### Window loads over one long conversation"
 )
 
 // renderMarkdown renders the results as the report docs/bench/results.md.
@@ -137,7 +138,7 @@ func renderTurns(b *strings.Builder, r *results) {
 	p("\n")
 
 	p("How the histories are built (fast, and leaving each memory exactly as its own `SaveContext` of every turn would):\n\n")
-	p("- memstack memories: the first N−2 messages are appended to the memory's store directly (what `SaveContext` stores), then the last turn goes through the memory's own `SaveContext` (RecentN and TokenWindow trim their store; Summary folds everything but its 15 raw messages in one call) and one load warms the caches, as the previous turn of a running chain would.\n")
+	p("- memstack memories: the first N−2 messages are appended to the memory's store directly (what `SaveContext` stores), then the last turn goes through the memory's own `SaveContext` (RecentN and TokenWindow store it; Summary folds everything but its 15 raw messages in one call) and one load warms the caches, as the previous turn of a running chain would.\n")
 	p("- langchaingo `ConversationBuffer`: its chat history is pre-filled with all N messages (it only appends). `ConversationWindowBuffer(5)`: pre-filled with N−2, then its `SaveContext` of the last turn cuts it to its window.\n")
 	p("- langchaingo `ConversationTokenBuffer(2000)`: the last %d turns are replayed through its `SaveContext`. It only trims when saving, and after any number of saves it holds the longest suffix that fits its limit, so this is exactly its state after N/2 saves; pre-filling all N messages would make the first save recount the buffer once per dropped message (hours at 100,000). It counts tokens with `llms.CountTokens`, which in v0.1.14 falls back to characters/4 and logs a warning per count: the standard logger is silenced during the run, which flatters it slightly.\n", tokenBufferReplayTurns)
 	p("- Memories that keep every message (Buffer, CombinedMemory, Facts, Recall, ConversationBuffer) are built with N−2h−6 messages and rebuilt outside the timed region after every 2h timed turns, each rebuild followed by 3 untimed warm-up turns (and, from 10,000 messages on, by a garbage collection first, so that the rebuild's garbage is not collected on the clock), so their history stays within N ± 2h messages while timed, N on average (h ≤ N/20).\n")
@@ -207,5 +208,44 @@ func renderStores(b *strings.Builder, r *results) {
 			}
 		}
 	}
+	renderWindows(b, r)
 	p("\nThe servers are throwaway processes on this machine (loopback, no persistence or fsync): the numbers show the stores' own overhead, not a production deployment's disk or network.\n")
+}
+
+// renderWindows writes the window-load table: each memory's load over
+// the smallest and the largest conversation, and their ratio.
+func renderWindows(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	sizes := r.cfg.windowSizes
+	if len(sizes) < 2 {
+		return
+	}
+	small, large := sizes[0], sizes[len(sizes)-1]
+	p("\n%s\n\n", headWindows)
+	p("One conversation of N messages (a system prompt, then turns) in the store, the stack's one transcript; each memory saves one turn (Summary folds all but its 15 raw messages into its summary) and then loads %d times (`LoadMemoryVariables`, string mode). ", r.cfg.windowSamples)
+	p("A load reads the pinned system messages and the newest messages (`store.Messages.Tail`), never the whole conversation, so it should cost the same at %s messages as at %s: the last column is the ratio of the p50s.\n\n", fmtCount(large), fmtCount(small))
+	p("| backend | memory | %s p50 | %s p95 | %s p50 | %s p95 | %s ÷ %s |\n|---|---|---:|---:|---:|---:|---:|\n",
+		fmtCount(small), fmtCount(small), fmtCount(large), fmtCount(large), fmtCount(large), fmtCount(small))
+	for _, s := range r.stores {
+		for _, wm := range windowMemories {
+			var lo, hi *windowResult
+			for i := range s.windows {
+				w := &s.windows[i]
+				if w.memory != wm.name {
+					continue
+				}
+				switch w.messages {
+				case small:
+					lo = w
+				case large:
+					hi = w
+				}
+			}
+			if lo == nil || hi == nil {
+				continue
+			}
+			p("| %s | %s | %s | %s | %s | %s | %.2f× |\n", s.backend, wm.name, fmtDur(lo.p50), fmtDur(lo.p95), fmtDur(hi.p50), fmtDur(hi.p95),
+				float64(hi.p50)/float64(lo.p50))
+		}
+	}
 }

@@ -23,6 +23,7 @@ type storeRow struct {
 	setup   string // how the store was set up
 	res     storetest.Result
 	sizes   []storetest.SizeResult // storetest.MeasureSize at cfg.storeSizes
+	windows []windowResult         // measureWindows at cfg.windowSizes
 	skipped string                 // non-empty: not measured, and why
 }
 
@@ -156,6 +157,17 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 			fmt.Fprintf(progress, "stores: %-28s %d messages: Stat %v, Append %v, RemovePrefix %v, then Stat %v, Append %v\n",
 				b.name, n, sz.Stat, sz.Append, sz.RemovePrefix, sz.StatAfter, sz.AppendAfter)
 			row.sizes = append(row.sizes, sz)
+		}
+		for _, n := range cfg.windowSizes {
+			ws, err := measureWindows(ctx, s, n, cfg.windowSamples)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("measuring window loads on the %s store at %d messages: %w", b.name, n, err)
+			}
+			for _, w := range ws {
+				fmt.Fprintf(progress, "stores: %-28s %d messages: %s load p50 %v, p95 %v\n", b.name, n, w.memory, w.p50, w.p95)
+			}
+			row.windows = append(row.windows, ws...)
 		}
 		release()
 		rows = append(rows, row)

@@ -5,7 +5,10 @@
 //	go run ./examples/hybrid
 //
 // One combined.Memory stacks three layers for one user, under one token
-// budget:
+// budget, all three on one store (memories.WithStore(st)): the store keeps
+// one transcript per conversation, which every layer reads, and each layer
+// keeps what it derives (the facts, the index's bookkeeping) in a state
+// value of its own:
 //
 //   - recent: memories.RecentN(4), the last two turns ({{.history}});
 //   - facts: memories.Facts over extract.NewPatterns(), durable facts found
@@ -124,8 +127,7 @@ func (c *clock) set(t time.Time) { c.unixNano.Store(t.UnixNano()) }
 // stack is the example's memory and what it needs to explain itself.
 type stack struct {
 	mem         *combined.Memory
-	recentStore store.Store // RecentN's store (it trims old messages)
-	recallStore store.Store // Recall's store (it keeps everything)
+	st          store.Store // the store of all three layers
 
 	mu      sync.Mutex
 	reports []observe.Report
@@ -133,8 +135,11 @@ type stack struct {
 }
 
 func newStack(clk *clock) (*stack, error) {
-	s := &stack{recentStore: store.NewInMemory(), recallStore: store.NewInMemory()}
-	recent, err := memories.NewRecentN(4, memories.WithStore(s.recentStore))
+	// One store for the whole stack: the natural choice. A turn is stored
+	// there once, whichever layers save it; swap store.NewInMemory() for
+	// sqlitestore.Open, redisstore.Open or pgstore.Open to keep it.
+	s := &stack{st: store.NewInMemory()}
+	recent, err := memories.NewRecentN(4, memories.WithStore(s.st))
 	if err != nil {
 		return nil, err
 	}
@@ -142,11 +147,11 @@ func newStack(clk *clock) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	facts, err := memories.NewFacts(rules, memories.WithFactsPerUser(true), memories.WithClock(clk.now))
+	facts, err := memories.NewFacts(rules, memories.WithStore(s.st), memories.WithFactsPerUser(true), memories.WithClock(clk.now))
 	if err != nil {
 		return nil, err
 	}
-	recall, err := memories.NewRecall(memories.WithStore(s.recallStore),
+	recall, err := memories.NewRecall(memories.WithStore(s.st),
 		memories.WithK(3), memories.WithExcludeRecent(4))
 	if err != nil {
 		return nil, err
@@ -263,16 +268,9 @@ func run(ctx context.Context, w io.Writer) error {
 func (s *stack) explain(ctx context.Context, w io.Writer, r observe.Report) error {
 	fmt.Fprintf(w, "[%s] %d injected, %d dropped %v, %d tokens\n",
 		r.Layer, len(r.Injected), len(r.Dropped), observe.CountReasons(r.Dropped), r.Tokens)
-	var st store.Store
-	switch r.Layer {
-	case "recent":
-		st = s.recentStore
-	case "recall":
-		st = s.recallStore
-	}
 	text := map[string]string{}
-	if st != nil {
-		recs, err := st.All(ctx, thread)
+	if r.Layer == "recent" || r.Layer == "recall" {
+		recs, err := s.st.All(ctx, thread)
 		if err != nil {
 			return err
 		}
@@ -295,7 +293,7 @@ func (s *stack) explain(ctx context.Context, w io.Writer, r observe.Report) erro
 	}
 	for _, it := range r.Dropped {
 		if it.Reason == observe.ReasonWindow {
-			continue // counted above: every older message
+			continue // counted above: the older messages the window read
 		}
 		fmt.Fprintf(w, "  - %s [%s]\n", describe(it), it.Reason)
 	}

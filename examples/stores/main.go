@@ -480,18 +480,23 @@ type layers struct {
 // layer requires an identity, so a call without one fails instead of
 // writing a shared conversation.
 func newLayers(s *stores) (*layers, error) {
+	// Each layer is the only reader of its store here, so each may keep
+	// its store small with a retention (memories.WithRetention): without
+	// one no memory removes a message, and one store can serve a whole
+	// stack (see the README's Storage section).
 	recent, err := memories.NewRecentN(4,
-		memories.WithStore(s.redis), memories.WithRequireIdentity())
+		memories.WithStore(s.redis), memories.WithRetention(memories.KeepLast(50)), memories.WithRequireIdentity())
 	if err != nil {
 		return nil, err
 	}
 	transcript := memories.NewBuffer(memories.WithMemoryKey("transcript"),
 		memories.WithStore(s.postgres), memories.WithRequireIdentity())
 	// Keep the last 4 messages raw; fold older ones, at least 2 at a time,
-	// into a summary kept in the SQLite store's state.
+	// into a summary kept in the SQLite store's state, and remove what the
+	// summary covers (KeepLast(0)).
 	summary, err := memories.NewSummary(summarizer.NewExtractive(),
 		memories.WithMemoryKey("summary"), memories.WithMaxMessages(4), memories.WithBatchSize(2),
-		memories.WithStore(s.sqlite), memories.WithRequireIdentity())
+		memories.WithStore(s.sqlite), memories.WithRetention(memories.KeepLast(0)), memories.WithRequireIdentity())
 	if err != nil {
 		return nil, err
 	}

@@ -98,10 +98,16 @@ import (
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/observe/otelobserve"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/sqlitestore"
 	"github.com/memstack/memstack/summarizer"
 )
 
 var (
+	_ = pgstore.Open
+	_ = redisstore.Open
+	_ = sqlitestore.Open
 	_ = context.Background
 	_ = errors.New
 	_ = fmt.Sprint
