@@ -126,8 +126,8 @@ func (c *clock) set(t time.Time) { c.unixNano.Store(t.UnixNano()) }
 
 // stack is the example's memory and what it needs to explain itself.
 type stack struct {
-	mem         *combined.Memory
-	st          store.Store // the store of all three layers
+	mem *combined.Memory
+	st  store.Store // the store of all three layers
 
 	mu      sync.Mutex
 	reports []observe.Report
