@@ -38,6 +38,72 @@ func (s lastOneMore) Last(ctx context.Context, id memstack.Identity, n int) ([]s
 	return s.InMemory.Last(ctx, id, n+1)
 }
 
+// tailDropsSystem reads the newest n messages, system ones included, and
+// no older system message: a Tail built on Last.
+type tailDropsSystem struct{ *store.InMemory }
+
+func (s tailDropsSystem) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	rs, err := s.InMemory.Last(ctx, id, n)
+	var out []store.Record
+	for _, r := range rs {
+		if r.Seq > after {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+// tailInTwoReads reads the system messages and the newest ones in two
+// steps, letting an Append in between show half a turn.
+type tailInTwoReads struct{ *store.InMemory }
+
+func (s tailInTwoReads) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	all, err := s.InMemory.Tail(ctx, id, n, after)
+	if err != nil || len(all) == 0 {
+		return all, err
+	}
+	time.Sleep(50 * time.Microsecond)
+	again, err := s.InMemory.Tail(ctx, id, 1, after)
+	if err != nil || len(again) == 0 {
+		return all, err
+	}
+	// The newest message read now replaces the newest read before.
+	all[len(all)-1] = again[len(again)-1]
+	return all, nil
+}
+
+// ignoresAppendKey stores every Append, keyed or not.
+type ignoresAppendKey struct{ *store.InMemory }
+
+func (s ignoresAppendKey) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	return s.InMemory.Append(store.WithAppendKey(ctx, ""), id, msgs...)
+}
+
+// racyAppendKey checks the key, then appends: two Appends with one key at
+// the same moment both store.
+type racyAppendKey struct{ *store.InMemory }
+
+func (s racyAppendKey) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	key, ok := store.AppendKey(ctx)
+	if !ok {
+		return s.InMemory.Append(ctx, id, msgs...)
+	}
+	if err := store.CheckAppendKey(key); err != nil {
+		return err
+	}
+	all, err := s.InMemory.All(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if r.Message.GetContent() == msgs[0].GetContent() && r.Message.GetType() == msgs[0].GetType() {
+			return nil
+		}
+	}
+	time.Sleep(time.Millisecond)
+	return s.InMemory.Append(store.WithAppendKey(ctx, ""), id, msgs...)
+}
+
 type clearKeepsSystem struct{ *store.InMemory }
 
 func (s clearKeepsSystem) Clear(ctx context.Context, id memstack.Identity) error {
@@ -313,6 +379,10 @@ var brokenStores = map[string]struct {
 	"Last accepts n < 1":                           {wrap: func(s *store.InMemory) store.Store { return lenientLast{s} }, subtest: "LastRejectsNBelowOne"},
 	"half turns":                                   {wrap: func(s *store.InMemory) store.Store { return halfTurns{s} }, subtest: "AppendKeepsOrder"},
 	"Last returns one more":                        {wrap: func(s *store.InMemory) store.Store { return lastOneMore{s} }, subtest: "Last"},
+	"Tail drops older system messages":             {wrap: func(s *store.InMemory) store.Store { return tailDropsSystem{s} }, subtest: "TailIsSystemPlusNewest"},
+	"Tail reads twice":                             {wrap: func(s *store.InMemory) store.Store { return tailInTwoReads{s} }, subtest: "TailNeverShowsHalfATurn"},
+	"Append ignores its key":                       {wrap: func(s *store.InMemory) store.Store { return ignoresAppendKey{s} }, subtest: "AppendKeyStoresOnce"},
+	"Append checks its key, then appends":          {wrap: func(s *store.InMemory) store.Store { return racyAppendKey{s} }, subtest: "AppendKeyRacingStoresOnce"},
 	"Clear keeps system":                           {wrap: func(s *store.InMemory) store.Store { return clearKeepsSystem{s} }, subtest: "Clear"},
 	"ignores context":                              {wrap: func(s *store.InMemory) store.Store { return ignoresContext{s} }, subtest: "CancelledContext"},
 	"PutState ignores CAS":                         {wrap: func(s *store.InMemory) store.Store { return blindPut{s} }, subtest: "StateCompareAndSet"},

@@ -59,6 +59,17 @@
 //   - Last(n) for n = 1, n = count and n > count; n < 1 is an error wrapping
 //     store.ErrInvalidArgument; All; Stat (Count, FirstSeq, LastSeq; the zero
 //     Stat for an unknown identity);
+//   - Tail(n, after) is every system message and the newest n non-system
+//     messages with a Seq after after, in Seq order, for many n and after
+//     (also after RemovePrefix and Clear); n < 1 is an error wrapping
+//     store.ErrInvalidArgument; a Tail(2) read by a second client while
+//     four writers append two-message turns always shows one whole turn;
+//   - append keys (store.WithAppendKey): a unit appended under one key —
+//     again, by another client, or by eight Appends of two clients at the
+//     same moment — is stored once; another key, or none, stores it
+//     again; keys are per identity; a pinned system message keeps its key
+//     after RemovePrefix; an invalid key is an error wrapping
+//     store.ErrInvalidArgument and stores nothing; an empty key is none;
 //   - RemovePrefix removes only non-system messages with Seq <= through,
 //     returns how many, and leaves the Seqs of the rest unchanged; system
 //     messages are pinned;
