@@ -24,7 +24,8 @@
 //
 //	memstack_schema         (id = 1) primary key, version: the schema version, SchemaVersion
 //	memstack_seq            one counter for every Seq, state version and absent version
-//	memstack_messages       (id_hash, ns, seq) primary key, id_key, system, body
+//	memstack_messages       (id_hash, ns, seq) primary key, id_key, system, body, unit;
+//	                        partial indexes memstack_messages_system and _unit
 //	memstack_conversations  (id_hash, ns) primary key, id_key, count, first_seq, last_seq;
 //	                        scope indexes memstack_conversations_tenant and _user
 //	memstack_state          (id_hash, ns, name) primary key, id_key, version, value;
@@ -44,13 +45,24 @@
 //
 // which are store.Scope.KeyPrefix of a tenant's and a user's scope, so the
 // Users methods find a user's conversations without reading the tables
-// (hash, not B-tree: a key part may be longer than a B-tree entry).
+// (hash, not B-tree: a key part may be longer than a B-tree entry). The
+// partial indexes of the messages table hold the system messages, which
+// Tail reads, and the append keys (see Tail and append keys):
+//
+//	memstack_messages_system  (id_hash, ns, seq) WHERE system
+//	memstack_messages_unit    UNIQUE (id_hash, ns, unit) WHERE unit IS NOT NULL
+//
+// unit (text COLLATE "C") is the append key of a keyed Append, on the
+// first message of its unit, and NULL on every other row.
 //
 // Schema versions: version 1 is the sequence and the three data tables, as
 // every build before the schema table created them; version 2 adds the
-// schema table and the four scope indexes. The rows are the same, so a
-// build of version 1 (which checks no version) keeps working on version-2
-// tables during a rolling upgrade, and the indexes cover what it writes.
+// schema table and the four scope indexes; version 3 adds the unit column
+// and the two partial indexes. Every build names the columns it writes,
+// so a build of version 1 (which checks no version) or 2 keeps working on
+// newer tables during a rolling upgrade, and the indexes cover what it
+// writes; but a build before version 3 knows no append keys, so a turn it
+// appends is stored whatever key it carries.
 //
 // New and Open read the version, under a transaction-scoped advisory lock
 // of the prefix, in one transaction, and then:
@@ -60,17 +72,24 @@
 //   - tables of a newer version are refused with an error wrapping
 //     ErrSchemaVersion that names both versions: a newer build migrated
 //     them, and this one could misread or fail to fill them;
-//   - absent tables are created, and version-1 tables (detected by their
-//     messages table and the missing schema table) are migrated, in that
-//     same transaction; WithoutDDL refuses both instead, with an error
-//     wrapping ErrSchemaVersion.
+//   - absent tables are created, and older tables (version 1, detected by
+//     their messages table and the missing schema table, or 2) are
+//     migrated, one version after the other, in that same transaction;
+//     WithoutDDL refuses both instead, with an error wrapping
+//     ErrSchemaVersion.
 //
 // So stores opening at the same moment, from several pools or processes,
 // neither fail on each other nor migrate twice. The migration's CREATE
-// INDEX blocks writes to the table it indexes while it builds; for large
-// version-1 tables, build the four indexes first with CREATE INDEX
-// CONCURRENTLY (the names and definitions above; the migration's IF NOT
-// EXISTS then skips them). The tables belong to the store: rows changed
+// INDEX (plain, as CONCURRENTLY cannot run in a transaction) blocks writes
+// to the table it indexes while it builds, which on a large table takes a
+// while; its ALTER TABLE … ADD COLUMN unit rewrites nothing (the column is
+// nullable, with no default) and holds its lock only for a moment. For
+// large tables, build the indexes first, outside the migration: ALTER
+// TABLE memstack_messages ADD COLUMN IF NOT EXISTS unit text COLLATE "C",
+// then CREATE [UNIQUE] INDEX CONCURRENTLY with the names and definitions
+// above; the migration's IF NOT EXISTS then skips them. A CONCURRENTLY
+// build that failed leaves an invalid index of its name behind, which IF
+// NOT EXISTS would skip too: drop it and build it again first. The tables belong to the store: rows changed
 // behind its back (a conversation's messages without its conversations
 // row, a reserved state row) make Stat, RemovePrefix or the state's
 // versions wrong.
@@ -107,7 +126,8 @@
 // migrate on its first start, and fail on the missing privilege with an
 // error that says so). A migration that adds a table needs its grant too
 // (ALTER DEFAULT PRIVILEGES FOR ROLE memstack_owner … GRANT … ON TABLES
-// makes that automatic). A role without the privileges gets an error from
+// makes that automatic; version 3 adds none, so the grants above cover
+// it). A role without the privileges gets an error from
 // Open naming the statement that failed, the server's permission error
 // (SQLSTATE 42501) and what the role needs.
 //
@@ -123,6 +143,42 @@
 // recorded times have no "at" and read back with a zero
 // store.Record.Time. The system column pins system messages: RemovePrefix
 // is DELETE … WHERE seq <= through AND NOT system.
+//
+// # Tail and append keys
+//
+// Tail is one statement, so it reads one snapshot and never half of an
+// Append: a UNION ALL of the identity's system messages, read through
+// memstack_messages_system, and of the newest n others with Seq > after,
+// read backwards on the primary key from the newest message (skipping the
+// system rows it meets, and no lower than the conversation's first Seq,
+// as All), ordered by Seq. Neither part reads the rest of the
+// conversation, so Tail touches the pages of what it returns, however
+// long the conversation is (TestTailCostsWhatItReturns checks the plans
+// PostgreSQL runs, custom and generic).
+//
+// Under an append key (store.WithAppendKey, checked before anything is
+// sent), Append's first INSERT writes the key into the first message's
+// unit column, ON CONFLICT (id_hash, ns, unit) WHERE unit IS NOT NULL DO
+// NOTHING: when the identity has the key in the namespace, the row is not
+// inserted, nor the conversations row touched. Every later statement of
+// that Append (the unit's other messages, then the conversation's count
+// and last Seq) runs only if the row of the Seq the session drew last
+// (currval) is stored: the unit's previous message, which is there
+// exactly when the first one was inserted (a skipped INSERT has drawn its
+// Seq, which then no row holds, and Seqs may skip). So an Append under a
+// stored key stores nothing, changes no counter and returns nil, in the
+// same one round trip. Appends of one identity run one after the other
+// under its advisory lock, and the unique index makes an insert of a key
+// that another transaction is inserting wait for it and then conflict,
+// from any pool or process. A transaction the server rolled back (see
+// below) stored nothing, key included, so its rerun stores the unit once;
+// after a lost reply the outcome is unknown, and the caller's retry under
+// the same key stores the unit only if the lost one did not.
+//
+// A key lives as long as its row: RemovePrefix keeps it with a system
+// message and removes it with another, and Rewrite, Clear, Forget and
+// ForgetScope remove it with the row (at least as long as package store
+// requires). Rewrite appends with no key.
 //
 // # Transactions
 //
@@ -274,7 +330,8 @@
 //
 // Stat reads the conversation's row, so it costs the same for ten
 // messages or ten thousand; memories call it on every load. Last(n) is an
-// index scan of n rows; All reads every row. An Append reads no older
+// index scan of n rows, Tail(n) one of the system rows and one of n rows
+// (see Tail and append keys); All reads every row. An Append reads no older
 // row: the first message's INSERT also creates the conversations row, or
 // sets its first Seq when the conversation holds no message, and a last
 // UPDATE adds the count and sets the last Seq (currval). Its cost

@@ -55,7 +55,9 @@ type queries struct {
 	schemaVersion, setSchemaVersion          string
 	migrations                               [SchemaVersion][]string
 	appendFirst, insertMessage, updateConv   string
-	last, all, stat, removePrefix, rewrite   string
+	appendKeyed, insertAfter, updateAfter    string
+	last, tail, all, stat, removePrefix      string
+	rewrite                                  string
 	clearMessages, clearState, clearConv     string
 	setMark, setForgotten                    string
 	forgetMessages, forgetState, forgetConv  string
@@ -97,9 +99,15 @@ func buildQueries(prefix string) queries {
 	index := func(name, table, expr string) string {
 		return "CREATE INDEX IF NOT EXISTS " + pgx.Identifier{prefix + name}.Sanitize() + " ON " + table + " USING hash (" + expr + ")"
 	}
+	partial := func(unique, name, columns, where string) string {
+		return "CREATE " + unique + "INDEX IF NOT EXISTS " + pgx.Identifier{prefix + name}.Sanitize() + " ON " + m + " (" + columns + ") WHERE " + where
+	}
 	// The prefix matches [a-z_][a-z0-9_]*, so it needs no escaping inside
 	// the regclass literal.
 	next := "nextval('" + seq + "')"
+	// stored tells whether the row of the Seq this session drew last is
+	// stored for the identity $1/$2 (see appendKeyed).
+	stored := "EXISTS (SELECT FROM " + m + " WHERE id_hash = $1::bytea AND ns = $2::text AND seq = currval('" + seq + "'))"
 	const idm = "id_hash = $1 AND ns = $2 AND id_key = $3"
 	const ida = "id_hash = $1 AND id_key = $2" // every namespace
 	// absent is the absent version of the identity $1/$3 in namespace $2:
@@ -167,6 +175,17 @@ func buildQueries(prefix string) queries {
 				index("state_tenant", st, tenantExpr),
 				index("state_user", st, userExpr),
 			},
+			// To version 3: the append key of a keyed unit, on its first
+			// message, unique per identity and namespace; and the system
+			// messages, which Tail reads, indexed apart. Adding a nullable
+			// column without a default rewrites nothing; the two CREATE
+			// INDEX read the table once each (see the package
+			// documentation, Schema).
+			{
+				"ALTER TABLE " + m + ` ADD COLUMN IF NOT EXISTS unit text COLLATE "C"`,
+				partial("", "messages_system", "id_hash, ns, seq", "system"),
+				partial("UNIQUE ", "messages_unit", "id_hash, ns, unit", "unit IS NOT NULL"),
+			},
 		},
 		// The first message of a turn, and the conversation's row: created
 		// when missing, and when the conversation holds no message (new,
@@ -184,7 +203,33 @@ func buildQueries(prefix string) queries {
 		// After a turn's inserts: currval is the Seq this session drew
 		// last, which is the turn's last message.
 		updateConv: "UPDATE " + c + " SET count = count + $4, last_seq = currval('" + seq + "') WHERE " + idm,
-		last:       "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq DESC LIMIT $4",
+		// A keyed unit (store.WithAppendKey): appendFirst, but the first
+		// message carries the key $6 and is not inserted when the
+		// identity has the key stored in the namespace (a concurrent
+		// insert of the key waits on the unique index and then
+		// conflicts) — and then neither is the conversations row
+		// touched. The VALUES row, nextval included, is computed before
+		// the conflict check, so currval is then a Seq no row has. Each
+		// statement after it goes on only if the row of the Seq the
+		// session drew last is stored (stored): the previous message of
+		// the unit, which it is exactly when the first one was inserted.
+		appendKeyed: "WITH i AS (INSERT INTO " + m + " (id_hash, ns, seq, id_key, system, body, unit) VALUES ($1, $2, " + next + ", $3, $4, $5, $6)" +
+			" ON CONFLICT (id_hash, ns, unit) WHERE unit IS NOT NULL DO NOTHING RETURNING seq)" +
+			" INSERT INTO " + c + " AS c (id_hash, ns, id_key, count, first_seq, last_seq) SELECT $1, $2, $3, 0, seq, seq FROM i" +
+			" ON CONFLICT (id_hash, ns) DO UPDATE SET first_seq = EXCLUDED.first_seq, last_seq = EXCLUDED.last_seq WHERE c.count = 0",
+		insertAfter: "INSERT INTO " + m + " (id_hash, ns, seq, id_key, system, body)" +
+			" SELECT $1::bytea, $2::text, " + next + ", $3::text, $4::boolean, $5::bytea WHERE " + stored,
+		updateAfter: "UPDATE " + c + " SET count = count + $4, last_seq = currval('" + seq + "') WHERE " + idm + " AND " + stored,
+		last:        "SELECT seq, body FROM " + m + " WHERE " + idm + " ORDER BY seq DESC LIMIT $4",
+		// Every system message (the partial index messages_system), and
+		// the newest $5 others with seq > $4: the primary key read
+		// backwards from the newest, the system rows it meets filtered
+		// out, from no lower than the conversation's first Seq (as All).
+		// One statement, so one snapshot.
+		tail: "(SELECT seq, body FROM " + m + " WHERE " + idm + " AND system)" +
+			" UNION ALL (SELECT seq, body FROM " + m + " WHERE " + idm + " AND NOT system AND seq > $4" +
+			" AND seq >= coalesce((SELECT first_seq FROM " + c + " WHERE " + idm + "), 0) ORDER BY seq DESC LIMIT $5)" +
+			" ORDER BY seq",
 		// Every stored message has seq >= the conversation's first_seq
 		// (read in the same snapshot), so the scan starts there, past the
 		// index entries of rows removed before (see the package
@@ -463,21 +508,31 @@ func encodeTurn(msgs []llms.ChatMessage, at time.Time) (bodies [][]byte, system 
 
 // queueAppend queues the statements that append a turn's encoded
 // messages to k's conversation in this store's namespace, after the
-// identity's lock (see the package documentation).
-func (s *Store) queueAppend(b *pgx.Batch, k ident, bodies [][]byte, system []bool) {
+// identity's lock (see the package documentation): under the append key
+// unit, unless it is "", they store nothing when k has unit stored.
+func (s *Store) queueAppend(b *pgx.Batch, k ident, unit string, bodies [][]byte, system []bool) {
 	if len(bodies) == 0 {
 		return
 	}
-	b.Queue(s.q.appendFirst, k.hash, s.ns, k.key, system[0], bodies[0])
-	for i := 1; i < len(bodies); i++ {
-		b.Queue(s.q.insertMessage, k.hash, s.ns, k.key, system[i], bodies[i])
+	insert, update := s.q.insertMessage, s.q.updateConv
+	if unit == "" {
+		b.Queue(s.q.appendFirst, k.hash, s.ns, k.key, system[0], bodies[0])
+	} else {
+		b.Queue(s.q.appendKeyed, k.hash, s.ns, k.key, system[0], bodies[0], unit)
+		insert, update = s.q.insertAfter, s.q.updateAfter
 	}
-	b.Queue(s.q.updateConv, k.hash, s.ns, k.key, len(bodies))
+	for i := 1; i < len(bodies); i++ {
+		b.Queue(insert, k.hash, s.ns, k.key, system[i], bodies[i])
+	}
+	b.Queue(update, k.hash, s.ns, k.key, len(bodies))
 }
 
 // Append implements store.Store: one transaction in one round trip (see
 // the package documentation). Every message is dated
-// store.AppendTime(ctx), taken once, by this process.
+// store.AppendTime(ctx), taken once, by this process. Under an append
+// key (store.WithAppendKey) the first message carries the key, and the
+// transaction stores nothing when id has the key stored in this store's
+// namespace (see the package documentation, Tail and append keys).
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	if err := s.check(ctx, "Append", id); err != nil {
 		return err
@@ -489,6 +544,10 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err := store.CheckTime(at); err != nil {
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
+	unit, _, err := store.CheckAppendKeyOf(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
+	}
 	bodies, system, err := encodeTurn(msgs, at)
 	if err != nil {
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
@@ -496,7 +555,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	k := identOf(id)
 	err = s.write(ctx, func(b *pgx.Batch) {
 		s.lockIdentity(b, k)
-		s.queueAppend(b, k, bodies, system)
+		s.queueAppend(b, k, unit, bodies, system)
 	})
 	if err != nil {
 		return s.wrap("Append", k, err)
@@ -519,6 +578,21 @@ func (s *Store) Last(ctx context.Context, id memstack.Identity, n int) ([]store.
 	}
 	slices.Reverse(rs)
 	return rs, nil
+}
+
+// Tail implements store.Store: one statement, so it reads one snapshot,
+// over the partial index of the system messages and the primary key read
+// backwards from the newest message, so it costs what it returns (see the
+// package documentation, Tail and append keys).
+func (s *Store) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	if err := s.check(ctx, "Tail", id); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: pgstore: Tail(n=%d) of identity %q: n must be at least 1", store.ErrInvalidArgument, n, id.Key())
+	}
+	k := identOf(id)
+	return s.records(ctx, id, "Tail", s.q.tail, k.hash, s.ns, k.key, after, int64(n))
 }
 
 // All implements store.Store.

@@ -617,7 +617,7 @@ func statOf(rs []store.Record) store.Stat {
 }
 
 // TestStatMatchesRows drives one conversation through a random mix of
-// writes (Rewrite included), checking after each that the O(1) Stat (the conversations row)
+// writes (Rewrite and keyed Appends included), checking after each that the O(1) Stat (the conversations row)
 // agrees with the rows themselves and that the contents match the
 // reference in-memory store.
 func TestStatMatchesRows(t *testing.T) {
@@ -648,8 +648,15 @@ func statMatchesRows(t *testing.T, seed uint64) {
 			for i := range msgs {
 				msgs[i] = msg()
 			}
-			require.NoError(t, s.Append(ctx, alice, msgs...))
-			require.NoError(t, ref.Append(ctx, alice, msgs...))
+			// Half of them under an append key of a few, so some store
+			// nothing, and must leave the conversations row alone.
+			actx := ctx
+			if rng.IntN(2) == 0 {
+				op = "keyed Append"
+				actx = store.WithAppendKey(ctx, fmt.Sprint("key-", rng.IntN(6)))
+			}
+			require.NoError(t, s.Append(actx, alice, msgs...))
+			require.NoError(t, ref.Append(actx, alice, msgs...))
 		case r < 8:
 			op = "RemovePrefix"
 			rs, err := s.All(ctx, alice)

@@ -22,12 +22,13 @@ import (
 // serialization failure or a deadlock changed nothing and is run again, up
 // to 4 times in all, and then the call fails (PutState with
 // store.ErrConflict); any other error is not retried. Whatever happens,
-// nothing is stored twice.
+// nothing is stored twice: a keyed Append run again stores its unit once,
+// and the key is kept (an Append under it afterwards stores nothing).
 func TestRolledBackTransactionsRunAgain(t *testing.T) {
 	const maxAttempts = 4
 	tests := []struct {
 		name     string
-		op       string // "Append" or "PutState"
+		op       string // "Append", "AppendKeyed" or "PutState"
 		code     string
 		failures int
 		// ok is whether the call succeeds; firings how often the trigger
@@ -41,6 +42,8 @@ func TestRolledBackTransactionsRunAgain(t *testing.T) {
 		{"Append deadlock", "Append", "40P01", 1, true, 1 + 2, false},
 		{"Append serialization failure every time", "Append", "40001", 100, false, maxAttempts, false},
 		{"Append other error", "Append", "23505", 100, false, 1, false},
+		{"AppendKeyed serialization failure", "AppendKeyed", "40001", maxAttempts - 1, true, maxAttempts - 1 + 2, false},
+		{"AppendKeyed deadlock every time", "AppendKeyed", "40P01", 100, false, maxAttempts, false},
 		{"PutState serialization failure", "PutState", "40001", 2, true, 3, false},
 		{"PutState deadlock every time", "PutState", "40P01", 100, false, maxAttempts, true},
 		{"PutState other error", "PutState", "22000", 100, false, 1, false},
@@ -76,9 +79,13 @@ END $$`, prefix, tt.failures, tt.code),
 			id := memstack.Identity{Tenant: "acme", User: "retry", Conversation: tt.name}
 
 			var err error
-			if tt.op == "Append" {
+			keyed := store.WithAppendKey(ctx, "the-turn")
+			switch tt.op {
+			case "Append":
 				err = s.Append(ctx, id, human("once"), ai("once"))
-			} else {
+			case "AppendKeyed":
+				err = s.Append(keyed, id, human("once"), ai("once"))
+			default:
 				_, err = s.PutState(ctx, id, "summary", []byte("once"), 0)
 			}
 
@@ -99,8 +106,17 @@ END $$`, prefix, tt.failures, tt.code),
 				assert.Equal(t, tt.conflict, errors.Is(err, store.ErrConflict), "ErrConflict: %v", err)
 				assert.ErrorContains(t, err, id.Key())
 			}
+			if tt.op == "AppendKeyed" {
+				_, derr := admin.Exec(ctx, "DROP TRIGGER fail ON "+table)
+				require.NoError(t, derr)
+				require.NoError(t, s.Append(keyed, id, human("twice"), ai("twice")), "an Append under a stored key")
+				rs, rerr = s.All(ctx, id)
+				require.NoError(t, rerr)
+			}
 			switch {
-			case tt.op == "Append" && tt.ok:
+			case tt.op == "AppendKeyed" && !tt.ok:
+				assert.Equal(t, []string{"twice", "twice"}, contents(rs), "the failed Append stored nothing, and kept no key")
+			case tt.op != "PutState" && tt.ok:
 				assert.Equal(t, []string{"once", "once"}, contents(rs), "stored once")
 			case tt.op == "PutState" && tt.ok:
 				assert.Equal(t, []byte("once"), st.Value)

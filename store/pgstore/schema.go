@@ -14,8 +14,10 @@ import (
 // SchemaVersion is the version of the tables this build creates, migrates
 // to and reads (see the package documentation, Schema): 1 is the layout
 // of the builds before the schema table, 2 adds the schema table and the
-// scope indexes that the Users methods read.
-const SchemaVersion = 2
+// scope indexes that the Users methods read, 3 adds the messages' unit
+// column (append keys) and the indexes of append keys and of system
+// messages (Tail).
+const SchemaVersion = 3
 
 // ErrSchemaVersion is wrapped by the error of New and Open when the tables
 // under the table prefix are of a schema version this build cannot use:

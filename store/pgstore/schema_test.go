@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,40 @@ func version1DDL(prefix string) []string {
 	}
 }
 
+// version2DDL is the schema version 2 created (version 1's tables, the
+// schema table and the scope indexes), statement for statement, with its
+// version stored.
+func version2DDL(prefix string) []string {
+	hash := func(name, table, expr string) string {
+		return "CREATE INDEX IF NOT EXISTS " + prefix + name + " ON " + prefix + table + " USING hash (" + expr + ")"
+	}
+	const (
+		tenant = "(split_part(id_key, ':', 1) || ':')"
+		user   = "(split_part(id_key, ':', 1) || ':' || split_part(id_key, ':', 2) || ':')"
+	)
+	return append(version1DDL(prefix),
+		"CREATE TABLE IF NOT EXISTS "+prefix+`schema (
+	id      integer NOT NULL PRIMARY KEY CHECK (id = 1),
+	version integer NOT NULL)`,
+		hash("conversations_tenant", "conversations", tenant),
+		hash("conversations_user", "conversations", user),
+		hash("state_tenant", "state", tenant),
+		hash("state_user", "state", user),
+		"INSERT INTO "+prefix+"schema (id, version) VALUES (1, 2)")
+}
+
+// copyRows copies every row of the tables under prefix src into those
+// under dst, which may be of an older schema version (the columns every
+// version has), and the sequence's position.
+func copyRows(t *testing.T, c *pgx.Conn, src, dst string) {
+	t.Helper()
+	execAll(t, c,
+		"INSERT INTO "+dst+"messages (id_hash, ns, seq, id_key, system, body) SELECT id_hash, ns, seq, id_key, system, body FROM "+src+"messages",
+		"INSERT INTO "+dst+"conversations SELECT * FROM "+src+"conversations",
+		"INSERT INTO "+dst+"state SELECT * FROM "+src+"state",
+		"SELECT setval('"+dst+"seq', (SELECT last_value FROM "+src+"seq))")
+}
+
 func execAll(t *testing.T, c *pgx.Conn, stmts ...string) {
 	t.Helper()
 	for _, q := range stmts {
@@ -84,12 +119,13 @@ func tablesOf(t *testing.T, c *pgx.Conn, prefix string) []string {
 	return names
 }
 
-// version2Relations is what schema version 2 holds under prefix.
-func version2Relations(prefix string) []string {
+// currentRelations is what schema version SchemaVersion (3) holds under
+// prefix.
+func currentRelations(prefix string) []string {
 	out := []string{}
 	for _, n := range []string{
 		"conversations", "conversations_pkey", "conversations_tenant", "conversations_user",
-		"messages", "messages_pkey", "schema", "schema_pkey", "seq",
+		"messages", "messages_pkey", "messages_system", "messages_unit", "schema", "schema_pkey", "seq",
 		"state", "state_pkey", "state_tenant", "state_user",
 	} {
 		out = append(out, prefix+n)
@@ -145,8 +181,8 @@ func snapshot(t *testing.T, ss []*pgstore.Store, ids []memstack.Identity) map[st
 
 // TestMigratesVersion1 copies what a store wrote into tables made by the
 // version-1 DDL (no schema table, no scope indexes), as a database
-// written by an older build, and opens them: Open migrates them to version
-// 2 in place, and everything reads back as it was written, the Users
+// written by an older build, and opens them: Open migrates them to
+// SchemaVersion in place, and everything reads back as it was written, the Users
 // methods find it, and Seqs and versions go on without reuse.
 func TestMigratesVersion1(t *testing.T) {
 	ctx := context.Background()
@@ -159,15 +195,12 @@ func TestMigratesVersion1(t *testing.T) {
 
 	old := freshPrefix("mig_v1")
 	execAll(t, admin, version1DDL(old)...)
-	for _, table := range []string{"messages", "conversations", "state"} {
-		execAll(t, admin, "INSERT INTO "+old+table+" SELECT * FROM "+src+table)
-	}
-	execAll(t, admin, "SELECT setval('"+old+"seq', (SELECT last_value FROM "+src+"seq))")
+	copyRows(t, admin, src, old)
 	require.Zero(t, schemaVersion(t, admin, old), "version 1 has no schema table")
 
 	oldDefault := open(t, pgstore.WithTablePrefix(old))
 	assert.Equal(t, pgstore.SchemaVersion, schemaVersion(t, admin, old))
-	assert.Equal(t, version2Relations(old), tablesOf(t, admin, old))
+	assert.Equal(t, currentRelations(old), tablesOf(t, admin, old))
 	oldLayer := open(t, pgstore.WithTablePrefix(old), pgstore.WithNamespace("layer"))
 	assert.Equal(t, want, snapshot(t, []*pgstore.Store{oldDefault, oldLayer}, ids), "the migrated tables hold what was written")
 
@@ -186,10 +219,85 @@ func TestMigratesVersion1(t *testing.T) {
 
 	// Opening again changes nothing.
 	open(t, pgstore.WithTablePrefix(old))
-	assert.Equal(t, version2Relations(old), tablesOf(t, admin, old))
+	assert.Equal(t, currentRelations(old), tablesOf(t, admin, old))
 }
 
-// TestSchemaVersions: a fresh prefix gets the version-2 schema; tables of
+// TestMigratesVersion2 copies what a store wrote into tables made by the
+// version-2 DDL, as a database written by the build before Tail and
+// append keys, and opens them: Open migrates them to SchemaVersion in
+// place (the unit column and the indexes of system messages and append
+// keys), everything reads back as it was written, Tail reads the pinned
+// system prompt and the newest messages of rows written before the
+// migration, a keyed turn is stored once per namespace — appended again,
+// from another pool, or by Appends racing from two pools — and the
+// migrated tables open with WithoutDDL.
+func TestMigratesVersion2(t *testing.T) {
+	ctx := context.Background()
+	admin := adminConn(t)
+	src := freshPrefix("mig2_src")
+	srcDefault := open(t, pgstore.WithTablePrefix(src))
+	srcLayer := open(t, pgstore.WithTablePrefix(src), pgstore.WithNamespace("layer"))
+	ids := populate(t, srcDefault, srcLayer)
+	want := snapshot(t, []*pgstore.Store{srcDefault, srcLayer}, ids)
+
+	old := freshPrefix("mig_v2")
+	execAll(t, admin, version2DDL(old)...)
+	copyRows(t, admin, src, old)
+	require.Equal(t, 2, schemaVersion(t, admin, old))
+
+	oldDefault := open(t, pgstore.WithTablePrefix(old))
+	assert.Equal(t, pgstore.SchemaVersion, schemaVersion(t, admin, old))
+	assert.Equal(t, currentRelations(old), tablesOf(t, admin, old))
+	oldLayer := open(t, pgstore.WithTablePrefix(old), pgstore.WithNamespace("layer"))
+	other := open(t, pgstore.WithTablePrefix(old), pgstore.WithoutDDL())
+	assert.Equal(t, want, snapshot(t, []*pgstore.Store{oldDefault, oldLayer}, ids), "the migrated tables hold what was written")
+
+	ana := ids[0]
+	before, err := oldDefault.All(ctx, ana)
+	require.NoError(t, err)
+	require.Equal(t, []string{"terse", "h1", "a1", "h2", "a2"}, contents(before))
+	for _, n := range []int{1, 2, 3, 10} {
+		for _, after := range []int64{0, before[2].Seq} {
+			got, err := oldDefault.Tail(ctx, ana, n, after)
+			require.NoError(t, err)
+			assert.Equal(t, store.TailOf(before, n, after), got, "Tail(%d, after %d) of rows written before the migration", n, after)
+		}
+	}
+
+	keyed := store.WithAppendKey(ctx, "turn-after-migration")
+	for _, s := range []*pgstore.Store{oldDefault, oldDefault, other, oldLayer} {
+		require.NoError(t, s.Append(keyed, ana, human("h3"), ai("a3")))
+	}
+	var wg sync.WaitGroup
+	raced := store.WithAppendKey(ctx, "raced")
+	for i := range 8 {
+		s := []*pgstore.Store{oldDefault, other}[i%2]
+		wg.Go(func() { assert.NoError(t, s.Append(raced, ana, human("h4"), ai("a4"))) })
+	}
+	wg.Wait()
+	wantAll := append(contents(before), "h3", "a3", "h4", "a4")
+	for _, s := range []*pgstore.Store{oldDefault, oldLayer} {
+		rs, err := s.All(ctx, ana)
+		require.NoError(t, err)
+		if s == oldLayer {
+			assert.Equal(t, []string{"terse", "h1", "a1", "h2", "a2", "h3", "a3"}, contents(rs), "another namespace keeps its own keys")
+			continue
+		}
+		assert.Equal(t, wantAll, contents(rs), "each keyed turn stored once")
+		st, err := s.Stat(ctx, ana)
+		require.NoError(t, err)
+		assert.Equal(t, statOf(rs), st)
+		tail, err := s.Tail(ctx, ana, 2, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"terse", "h4", "a4"}, contents(tail))
+	}
+
+	// Opening again changes nothing.
+	open(t, pgstore.WithTablePrefix(old))
+	assert.Equal(t, currentRelations(old), tablesOf(t, admin, old))
+}
+
+// TestSchemaVersions: a fresh prefix gets the current schema; tables of
 // a newer version are refused, with or without WithoutDDL, and left
 // alone; WithoutDDL never creates or migrates.
 func TestSchemaVersions(t *testing.T) {
@@ -201,27 +309,28 @@ func TestSchemaVersions(t *testing.T) {
 		prefix := freshPrefix("fresh")
 		open(t, pgstore.WithTablePrefix(prefix))
 		assert.Equal(t, pgstore.SchemaVersion, schemaVersion(t, admin, prefix))
-		assert.Equal(t, version2Relations(prefix), tablesOf(t, admin, prefix))
+		assert.Equal(t, currentRelations(prefix), tablesOf(t, admin, prefix))
 	})
 
 	t.Run("newer", func(t *testing.T) {
 		prefix := freshPrefix("newer")
 		open(t, pgstore.WithTablePrefix(prefix))
-		// A newer build's schema: version 3, with a column this build
-		// would not fill.
+		// A newer build's schema, with a column this build would not
+		// fill.
+		newer := pgstore.SchemaVersion + 1
 		execAll(t, admin,
-			"UPDATE "+prefix+"schema SET version = 3",
+			fmt.Sprintf("UPDATE %sschema SET version = %d", prefix, newer),
 			"ALTER TABLE "+prefix+"messages ADD COLUMN tokens integer NOT NULL DEFAULT 0")
 		for _, opts := range [][]pgstore.Option{{}, {pgstore.WithoutDDL()}} {
 			s, err := pgstore.Open(ctx, dsn, append(opts, pgstore.WithTablePrefix(prefix))...)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			assert.ErrorIs(t, err, pgstore.ErrSchemaVersion)
-			for _, part := range []string{prefix, "version 3", fmt.Sprint(pgstore.SchemaVersion), "newer build"} {
+			for _, part := range []string{prefix, fmt.Sprint("version ", newer), fmt.Sprint(pgstore.SchemaVersion), "newer build"} {
 				assert.ErrorContains(t, err, part)
 			}
 		}
-		assert.Equal(t, 3, schemaVersion(t, admin, prefix), "a refused schema is left alone")
+		assert.Equal(t, newer, schemaVersion(t, admin, prefix), "a refused schema is left alone")
 	})
 
 	t.Run("WithoutDDL", func(t *testing.T) {
@@ -238,6 +347,13 @@ func TestSchemaVersions(t *testing.T) {
 		require.ErrorIs(t, err, pgstore.ErrSchemaVersion)
 		assert.ErrorContains(t, err, "schema version 1")
 		assert.Zero(t, schemaVersion(t, admin, old), "WithoutDDL migrates nothing")
+
+		v2 := freshPrefix("v2")
+		execAll(t, admin, version2DDL(v2)...)
+		_, err = pgstore.Open(ctx, dsn, pgstore.WithTablePrefix(v2), pgstore.WithoutDDL())
+		require.ErrorIs(t, err, pgstore.ErrSchemaVersion)
+		assert.ErrorContains(t, err, "schema version 2")
+		assert.Equal(t, 2, schemaVersion(t, admin, v2), "WithoutDDL migrates nothing")
 
 		current := freshPrefix("current")
 		open(t, pgstore.WithTablePrefix(current))
@@ -322,7 +438,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		execAll(t, admin, "GRANT USAGE ON SEQUENCE "+prefix+"seq TO "+role)
 		_, err := openAs(prefix)
 		requireNoPrivilege(t, err)
-		assert.ErrorContains(t, err, "from schema version 1 to 2")
+		assert.ErrorContains(t, err, fmt.Sprintf("from schema version 1 to %d", pgstore.SchemaVersion))
 		_, err = openAs(prefix, pgstore.WithoutDDL())
 		assert.ErrorIs(t, err, pgstore.ErrSchemaVersion)
 		assert.ErrorContains(t, err, "schema version 1")
@@ -335,6 +451,28 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.Append(ctx, alice, human("after the owner migrated")))
 	})
+
+	t.Run("version 2 tables", func(t *testing.T) {
+		prefix := freshPrefix("lp_v2")
+		execAll(t, admin, version2DDL(prefix)...)
+		grantAll(prefix)
+		_, err := openAs(prefix)
+		requireNoPrivilege(t, err)
+		assert.ErrorContains(t, err, fmt.Sprintf("from schema version 2 to %d", pgstore.SchemaVersion))
+		_, err = openAs(prefix, pgstore.WithoutDDL())
+		assert.ErrorIs(t, err, pgstore.ErrSchemaVersion)
+		assert.ErrorContains(t, err, "schema version 2")
+		assert.Equal(t, 2, schemaVersion(t, admin, prefix))
+
+		// The owner migrates; the grants on the tables cover the new
+		// column and indexes.
+		open(t, pgstore.WithTablePrefix(prefix))
+		s, err := openAs(prefix, pgstore.WithoutDDL())
+		require.NoError(t, err)
+		layer, err := openAs(prefix, pgstore.WithoutDDL(), pgstore.WithNamespace("layer"))
+		require.NoError(t, err)
+		everyCall(t, s, layer)
+	})
 }
 
 // everyCall runs every method of the store through s (and layer, a second
@@ -343,11 +481,16 @@ func everyCall(t *testing.T, s, layer *pgstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	id := memstack.Identity{Tenant: "lp", User: "ana", Conversation: fmt.Sprint(prefixCounter.Add(1))}
-	require.NoError(t, s.Append(ctx, id, llms.SystemChatMessage{Content: "terse"}, human("h1"), ai("a1")))
+	keyed := store.WithAppendKey(ctx, "the-turn")
+	require.NoError(t, s.Append(keyed, id, llms.SystemChatMessage{Content: "terse"}, human("h1"), ai("a1")))
+	require.NoError(t, s.Append(keyed, id, llms.SystemChatMessage{Content: "terse"}, human("h1"), ai("a1")))
 	require.NoError(t, layer.Append(ctx, id, human("layer")))
 	rs, err := s.All(ctx, id)
 	require.NoError(t, err)
-	require.Len(t, rs, 3)
+	require.Len(t, rs, 3, "the keyed turn is stored once")
+	tail, err := s.Tail(ctx, id, 1, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"terse", "a1"}, contents(tail))
 	_, err = s.Last(ctx, id, 1)
 	require.NoError(t, err)
 	_, err = s.Stat(ctx, id)

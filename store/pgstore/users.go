@@ -44,7 +44,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 		if reset {
 			s.queueReset(b, k)
 		}
-		s.queueAppend(b, k, bodies, system)
+		s.queueAppend(b, k, "", bodies, system)
 	})
 	if err != nil {
 		return 0, s.wrap("Rewrite", k, err)

@@ -17,6 +17,7 @@ import (
 type appendReq struct {
 	ctx  context.Context
 	key  string
+	unit string // the append key, "" for none
 	rows []appendRow
 	err  error
 	done chan struct{} // closed when err is final
@@ -35,10 +36,26 @@ type appendRow struct {
 	data   []byte
 }
 
+// insertSQL inserts one message. Its parameters are ns, identity key,
+// system, the encoded message and unit: the append key on a keyed unit's
+// first message, else NULL. A first message whose key the conversation
+// has already is not inserted (memstack_messages_unit is unique), and
+// RowsAffected reports 0.
+const insertSQL = `INSERT INTO memstack_messages (ns, identity, system, message, unit) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT (ns, identity, unit) WHERE unit IS NOT NULL DO NOTHING`
+
 // Append implements store.Store: the messages are inserted in one
 // transaction, so they are stored whole or not at all, contiguously, all
 // dated store.AppendTime(ctx); the same transaction adds them to the
 // identity's memstack_stat row.
+//
+// Under an append key (store.WithAppendKey) the unit's first message
+// carries the key in column unit, unique per conversation: if the
+// conversation has the key already — stored by an earlier Append, by
+// another Store or process, or by an Append earlier in the same group
+// commit — the first message is not inserted, and neither is the rest of
+// the unit; nothing is counted and Append returns nil. SQLite's single
+// writer makes that exact when Appends race.
 //
 // Appends are committed in groups: an Append queues its rows and then
 // either becomes the writer — and commits every queued Append in one
@@ -58,7 +75,11 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err := store.CheckTime(at); err != nil {
 		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
 	}
-	req := &appendReq{ctx: ctx, key: id.Key(), rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
+	unit, _, err := store.CheckAppendKeyOf(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
+	}
+	req := &appendReq{ctx: ctx, key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
 	for i, m := range msgs {
 		data, err := store.EncodeMessageAt(m, at)
 		if err != nil {
@@ -156,10 +177,21 @@ func (s *Store) commitQueued(ctx context.Context) {
 		var spans []span
 		at := map[string]int{}
 		for _, r := range live {
-			for _, row := range r.rows {
-				res, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data)
+			for j, row := range r.rows {
+				var unit any // NULL
+				if j == 0 && r.unit != "" {
+					unit = r.unit
+				}
+				res, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data, unit)
 				if err != nil {
 					return err
+				}
+				if unit != nil {
+					if added, err := res.RowsAffected(); err != nil {
+						return fmt.Errorf("reading whether append key %q is new: %w", r.unit, err)
+					} else if added == 0 {
+						break // the key is stored, and so is its unit: store none of it
+					}
 				}
 				seq, err := res.LastInsertId()
 				if err != nil {

@@ -55,7 +55,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 		}
 		ins := tx.StmtContext(ctx, s.stmtInsert)
 		for _, row := range rows {
-			if _, err := ins.ExecContext(ctx, s.ns, key, row.system, row.data); err != nil {
+			if _, err := ins.ExecContext(ctx, s.ns, key, row.system, row.data, nil); err != nil {
 				return err
 			}
 		}

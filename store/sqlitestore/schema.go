@@ -9,17 +9,20 @@ import (
 )
 
 // SchemaVersion is the version of the schema this package creates and
-// reads. Version 2 added memstack_stat; Open and New migrate a file of
-// version 1 (see "Schema" in the package documentation).
-const SchemaVersion = 2
+// reads. Version 2 added memstack_stat, version 3 the append keys (column
+// unit) and the index of system messages; Open and New migrate a file of
+// version 1 or 2 (see "Schema" in the package documentation).
+const SchemaVersion = 3
 
 // schemaTable is created before anything else, so that the transaction
 // that creates or migrates the schema can take the write lock (lockSQL)
 // on a new file too.
 const schemaTable = `CREATE TABLE IF NOT EXISTS memstack_schema (version INTEGER NOT NULL)`
 
-// schema is every table of the current version, each created if missing.
-// The first five statements and the counter's row are version 1, unchanged.
+// schema is every table of version 2, each created if missing: what
+// version 3 adds to them is added by upgrade, to new files and old ones
+// alike, so every file of version 3 has the same schema. The first five
+// statements and the counter's row are version 1, unchanged.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS memstack_messages (
 		seq      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -52,6 +55,20 @@ var schema = []string{
 		last_seq  INTEGER NOT NULL,
 		PRIMARY KEY (ns, identity)
 	) WITHOUT ROWID`,
+}
+
+// addUnit is version 3's new column: a keyed unit's append key, on the
+// unit's first message only (NULL on every other row). Adding a nullable
+// column without a default rewrites no row.
+const addUnit = `ALTER TABLE memstack_messages ADD COLUMN unit TEXT`
+
+// indexesV3 are version 3's indexes, both partial, so they hold only the
+// rows they are for: the system messages, which Tail reads without
+// scanning the conversation, and the append keys, unique per
+// conversation, which make a second Append under a key store nothing.
+var indexesV3 = []string{
+	`CREATE INDEX IF NOT EXISTS memstack_messages_system ON memstack_messages (ns, identity, seq) WHERE system = 1`,
+	`CREATE UNIQUE INDEX IF NOT EXISTS memstack_messages_unit ON memstack_messages (ns, identity, unit) WHERE unit IS NOT NULL`,
 }
 
 // backfill rebuilds memstack_stat from the messages: the migration from
@@ -93,9 +110,10 @@ func (s *Store) init(ctx context.Context) error {
 		q   string
 	}{
 		{&s.stmtLock, lockSQL},
-		{&s.stmtInsert, `INSERT INTO memstack_messages (ns, identity, system, message) VALUES (?, ?, ?, ?)`},
+		{&s.stmtInsert, insertSQL},
 		{&s.stmtBump, bumpStatSQL},
 		{&s.stmtLast, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq DESC LIMIT ?`},
+		{&s.stmtTail, tailSQL},
 		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
 		{&s.stmtStat, `SELECT count, first_seq, last_seq FROM memstack_stat WHERE ns = ? AND identity = ?`},
 		{&s.stmtGetState, getStateQuery},
@@ -111,9 +129,9 @@ func (s *Store) init(ctx context.Context) error {
 }
 
 // migrate returns the body of init's transaction: it refuses a newer
-// schema before changing anything, creates what is missing, backfills
-// memstack_stat when the file is older than version 2, records the
-// version and registers the Store's namespace.
+// schema before changing anything, creates or migrates the schema of a
+// file older than SchemaVersion (upgrade), and registers the Store's
+// namespace. A file of the current version runs no DDL.
 func (s *Store) migrate(ctx context.Context) func(*sql.Tx) error {
 	return func(tx *sql.Tx) error {
 		var rows, v int
@@ -123,24 +141,9 @@ func (s *Store) migrate(ctx context.Context) func(*sql.Tx) error {
 		if v > SchemaVersion {
 			return fmt.Errorf("the file has schema version %d; this build knows up to %d", v, SchemaVersion)
 		}
-		for _, q := range schema {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("creating the schema: %w", err)
-			}
-		}
 		if v < SchemaVersion || rows != 1 {
-			// A new file (no version yet: every table is empty), or
-			// version 1: count what memstack_messages holds.
-			for _, q := range backfill {
-				if _, err := tx.ExecContext(ctx, q); err != nil {
-					return fmt.Errorf("migrating schema version %d to %d: filling memstack_stat: %w", v, SchemaVersion, err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_schema`); err != nil {
-				return fmt.Errorf("recording schema version %d: %w", SchemaVersion, err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_schema (version) VALUES (?)`, SchemaVersion); err != nil {
-				return fmt.Errorf("recording schema version %d: %w", SchemaVersion, err)
+			if err := upgrade(ctx, tx, v, rows); err != nil {
+				return err
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO memstack_namespaces (ns) VALUES (?)`, s.ns); err != nil {
@@ -148,6 +151,46 @@ func (s *Store) migrate(ctx context.Context) func(*sql.Tx) error {
 		}
 		return nil
 	}
+}
+
+// upgrade brings a file whose memstack_schema has rows rows and version v
+// — a new file: no row, version 0 — to SchemaVersion in tx: it creates
+// the tables that are missing, fills memstack_stat when the file is older
+// than version 2 (a new file's is empty), adds version 3's column and
+// indexes, and records the version.
+func upgrade(ctx context.Context, tx *sql.Tx, v, rows int) error {
+	for _, q := range schema {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("creating the schema: %w", err)
+		}
+	}
+	if v < 2 || rows != 1 {
+		for _, q := range backfill {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migrating schema version %d to %d: filling memstack_stat: %w", v, SchemaVersion, err)
+			}
+		}
+	}
+	var hasUnit bool
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_table_info('memstack_messages') WHERE name = 'unit'`).Scan(&hasUnit); err != nil {
+		return fmt.Errorf("migrating schema version %d to %d: reading the columns of memstack_messages: %w", v, SchemaVersion, err)
+	}
+	v3 := indexesV3
+	if !hasUnit {
+		v3 = append([]string{addUnit}, v3...)
+	}
+	for _, q := range v3 {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("migrating schema version %d to %d: adding append keys and the index of system messages: %w", v, SchemaVersion, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_schema`); err != nil {
+		return fmt.Errorf("recording schema version %d: %w", SchemaVersion, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_schema (version) VALUES (?)`, SchemaVersion); err != nil {
+		return fmt.Errorf("recording schema version %d: %w", SchemaVersion, err)
+	}
+	return nil
 }
 
 // bumpStatSQL adds an Append's messages to the identity's memstack_stat

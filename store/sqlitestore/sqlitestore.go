@@ -38,10 +38,13 @@
 // the first left — and record its version in memstack_schema. A file with
 // a newer schema version is refused, and left as it was.
 //
-//	memstack_schema   (version INTEGER)                      -- one row: 2
+//	memstack_schema   (version INTEGER)                      -- one row: 3
 //	memstack_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-//	                   ns TEXT, identity TEXT, system INTEGER, message BLOB)
+//	                   ns TEXT, identity TEXT, system INTEGER, message BLOB,
+//	                   unit TEXT)                           -- version 3
 //	                  index (ns, identity, seq)
+//	                  index (ns, identity, seq) WHERE system = 1          -- version 3
+//	                  unique (ns, identity, unit) WHERE unit IS NOT NULL  -- version 3
 //	memstack_stat     (ns TEXT, identity TEXT, count INTEGER,
 //	                   first_seq INTEGER, last_seq INTEGER,
 //	                   PRIMARY KEY (ns, identity))          -- version 2
@@ -56,15 +59,16 @@
 // "at" field: store.AppendTime of the Append, which a caller sets with
 // memstack.WithTime), so times need no column of their own. Rows written
 // before memstack recorded times have no "at" and read back with a zero
-// store.Record.Time. system marks system messages, which RemovePrefix
-// keeps. Seq is the AUTOINCREMENT rowid, which SQLite never hands out
-// twice, not even after the rows are deleted (by RemovePrefix, Clear or
-// Forget), so Seqs increase strictly in append order across the whole
-// file. State versions come from memstack_counter, a single-row counter
-// that only grows; PutState is a compare-and-set (UPDATE … WHERE version
-// = ?). Open and New register their namespace in memstack_namespaces, so
-// Forget finds every namespace's rows through the (ns, identity) keys — no
-// second index on identity slows every Append down.
+// store.Record.Time. system marks system messages (1; 0 for the others),
+// which RemovePrefix keeps. Seq is the AUTOINCREMENT rowid, which SQLite
+// never hands out twice, not even after the rows are deleted (by
+// RemovePrefix, Clear or Forget), so Seqs increase strictly in append
+// order across the whole file. State versions come from
+// memstack_counter, a single-row counter that only grows; PutState is a
+// compare-and-set (UPDATE … WHERE version = ?). Open and New register
+// their namespace in memstack_namespaces, so Forget finds every
+// namespace's rows through the (ns, identity) keys — no second index on
+// identity slows every Append down.
 //
 // memstack_stat holds one row per conversation with messages: how many it
 // has and its first and last Seq, which Stat — called by every memory on
@@ -80,15 +84,39 @@
 // behind the store's back — is recounted by the next RemovePrefix or
 // Rewrite.)
 //
-// Version 2 added memstack_stat. A file of version 1 is migrated by the
-// first Open or New of this build: the table is created and filled from
-// the messages (one pass over the index: about a second per million
-// messages) and the version set to 2, all in one transaction, which a
-// failure rolls back whole; meanwhile other processes wait for the write
-// lock as for any write (New waits up to 30 s, Open as long as its ctx
-// allows). A build of version 1 refuses the migrated file; stop processes
-// of an older build before a newer one opens the file, since one that
-// already has it open would go on writing without counting.
+// Tail reads the newest messages and the pinned system ones in one
+// statement, from two indexes, without touching the rest of the
+// conversation: the newest n non-system messages by a backward seek of
+// the (ns, identity, seq) index that stops after n (or at the Seq it is
+// given), the system messages from the partial index of the rows with
+// system = 1, which holds nothing else — so a window loads as fast at
+// 100k messages as at 10.
+//
+// Append keys (store.WithAppendKey) live in the unit column: the first
+// message of a unit appended under a key carries the key, every other row
+// has NULL. A partial unique index on (ns, identity, unit) holds the keys
+// only; Append inserts a unit's first message with ON CONFLICT DO
+// NOTHING, and when the key was there already — stored before, by
+// another Store or process, or earlier in the same group commit — it
+// inserts none of the unit and counts nothing. The key lives as long as
+// its row: RemovePrefix keeps it with a pinned system message and removes
+// it with a removed one; Clear, Forget, ForgetScope and Rewrite remove it
+// with the rows they delete.
+//
+// Version 2 added memstack_stat; version 3 the unit column and the two
+// partial indexes. A file of version 1 or 2 is migrated by the first Open
+// or New of this build, in one transaction, which a failure rolls back
+// whole: from version 1 memstack_stat is created and filled from the
+// messages (one pass over the index: about a second per million
+// messages); from version 1 or 2 the column is added (no row is
+// rewritten) and the two indexes built (one pass over the table, which
+// puts into them only the system messages — and no key: the file has
+// none yet); then the version is set to 3. Meanwhile other processes wait
+// for the write lock as for any write (New waits up to 30 s, Open as long
+// as its ctx allows). A file of version 3 opens without DDL. A build of an
+// older version refuses the migrated file; stop processes of an older
+// build before a newer one opens the file, since one that already has it
+// open would go on writing without counting or keys.
 //
 // Absent versions (see package store, "Cleared means gone, across
 // replicas") live in memstack_state too, as rows under names no caller can
@@ -223,7 +251,7 @@ type Store struct {
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
-	stmtLock, stmtInsert, stmtBump, stmtLast, stmtAll, stmtStat, stmtGetState *sql.Stmt
+	stmtLock, stmtInsert, stmtBump, stmtLast, stmtTail, stmtAll, stmtStat, stmtGetState *sql.Stmt
 }
 
 var (
@@ -502,7 +530,7 @@ func (s *Store) Close() error {
 // closeStmts closes the prepared statements.
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtAll, s.stmtStat, s.stmtGetState} {
+	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -668,6 +696,44 @@ func (s *Store) Last(ctx context.Context, id memstack.Identity, n int) ([]store.
 	}
 	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
 		recs[i], recs[j] = recs[j], recs[i]
+	}
+	return recs, nil
+}
+
+// tailSQL is Tail's one statement: the identity's system messages, from
+// the partial index memstack_messages_system, and its newest ?4
+// non-system messages with a Seq above ?3, from a backward seek of the
+// (ns, identity, seq) index that stops after ?4 rows or at ?3 — so it
+// reads what it returns, however long the conversation. INDEXED BY makes
+// the statement fail, rather than scan, if either index is missing.
+// Its parameters are ns, identity key, after and n.
+const tailSQL = `
+	SELECT seq, message FROM memstack_messages INDEXED BY memstack_messages_system
+		WHERE ns = ?1 AND identity = ?2 AND system = 1
+	UNION ALL
+	SELECT seq, message FROM (
+		SELECT seq, message FROM memstack_messages INDEXED BY memstack_messages_conv
+			WHERE ns = ?1 AND identity = ?2 AND seq > ?3 AND system = 0
+			ORDER BY seq DESC LIMIT ?4)
+	ORDER BY seq`
+
+// Tail implements store.Store in one statement (tailSQL), which reads one
+// snapshot of the file: it never shows half of an Append, and costs what
+// it returns.
+func (s *Store) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	if err := s.begin(ctx, "Tail", id); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: sqlitestore: Tail(n=%d) of %s: n must be at least 1", store.ErrInvalidArgument, n, id.Key())
+	}
+	rows, err := s.stmtTail.QueryContext(ctx, s.ns, id.Key(), after, n)
+	if err != nil {
+		return nil, s.fail(ctx, "Tail", id, err)
+	}
+	recs, err := scanRecords(id, rows, min(n, 64))
+	if err != nil {
+		return nil, s.fail(ctx, "Tail", id, err)
 	}
 	return recs, nil
 }

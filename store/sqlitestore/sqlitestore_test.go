@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,7 +352,9 @@ func TestAppendWaitingForLockHonoursContext(t *testing.T) {
 const childEnv = "SQLITESTORE_TEST_CHILD"
 
 // TestChildProcessWriter appends turns to the file named by the environment;
-// it runs only as a child of TestMultiProcessWriters.
+// it runs only as a child of TestMultiProcessWriters (and the other tests
+// that call startChildWriters). A writer named "keyed…" appends turn i of
+// every worker under append key "turn-i", with the same text.
 func TestChildProcessWriter(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
@@ -366,20 +369,27 @@ func TestChildProcessWriter(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range turns {
+				ctx := context.Background()
 				text := fmt.Sprintf("%s-%d %03d", name, w, i)
-				assert.NoError(t, s.Append(context.Background(), alice, llms.HumanChatMessage{Content: text}, llms.AIChatMessage{Content: text}))
+				if strings.HasPrefix(name, "keyed") {
+					ctx, text = store.WithAppendKey(ctx, fmt.Sprint("turn-", i)), fmt.Sprintf("keyed %03d", i)
+				}
+				assert.NoError(t, s.Append(ctx, alice, llms.HumanChatMessage{Content: text}, llms.AIChatMessage{Content: text}))
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// startChildWriters starts two child processes (p1, p2) that append
-// turns turns to path through TestChildProcessWriter, and returns a func
-// that waits for them and fails t if one failed.
-func startChildWriters(path string, turns int) (wait func(t *testing.T)) {
+// startChildWriters starts two child processes that append turns turns
+// to path through TestChildProcessWriter, named names (default p1 and
+// p2), and returns a func that waits for them and fails t if one failed.
+func startChildWriters(path string, turns int, names ...string) (wait func(t *testing.T)) {
+	if len(names) == 0 {
+		names = []string{"p1", "p2"}
+	}
 	var cmds []*exec.Cmd
-	for _, name := range []string{"p1", "p2"} {
+	for _, name := range names {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestChildProcessWriter$", "-test.count=1")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d", childEnv, path, name, turns))
 		cmds = append(cmds, cmd)
@@ -434,6 +444,41 @@ func TestMultiProcessWriters(t *testing.T) {
 		}
 	}
 	assert.Len(t, next, 9)
+}
+
+// TestMultiProcessAppendKeys has three processes, four writers in each
+// of the two children, append the same keyed turns to one conversation
+// at the same time: each key's turn is stored once, whole, in order, and
+// counted once.
+func TestMultiProcessAppendKeys(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child process")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	s := open(t, path)
+	const turns = 25
+	wait := startChildWriters(path, turns, "keyed1", "keyed2")
+	for i := range turns {
+		text := fmt.Sprintf("keyed %03d", i)
+		require.NoError(t, s.Append(store.WithAppendKey(ctx, fmt.Sprint("turn-", i)), alice,
+			llms.HumanChatMessage{Content: text}, llms.AIChatMessage{Content: text}))
+	}
+	wait(t)
+
+	recs, err := s.All(ctx, alice)
+	require.NoError(t, err)
+	want := make([]string, 0, 2*turns)
+	for i := range turns {
+		text := fmt.Sprintf("keyed %03d", i)
+		want = append(want, text, text)
+	}
+	// A writer appends turn i after turn i-1 is stored (by it or another),
+	// so the turns are in order.
+	assert.Equal(t, want, contents(recs), "each keyed turn once, whole, in order")
+	st, err := s.Stat(ctx, alice)
+	require.NoError(t, err)
+	assert.Equal(t, statOf(recs), st, "counted once")
 }
 
 func TestAsHistoryOverSQLiteSurvivesReopen(t *testing.T) {

@@ -1,0 +1,4 @@
+package pgstore
+
+// TailSQL returns the statement Tail runs, for the tests of its plan.
+func (s *Store) TailSQL() string { return s.q.tail }

@@ -1,0 +1,14 @@
+package sqlitestore
+
+// TailSQL is Tail's statement, for the tests of its query plan.
+const TailSQL = tailSQL
+
+// Queued returns how many Appends wait in s's queue for a writer.
+func (s *Store) Queued() int {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue)
+}
+
+// Writing reports whether an Append of s holds the writer semaphore.
+func (s *Store) Writing() bool { return len(s.writer) == 1 }
