@@ -12,7 +12,7 @@
 //   - SaveContext: every child stores the turn. Children run concurrently and
 //     one child's failure does not stop the others; the error returned joins
 //     every failure, each naming its child. Every child gets the same save
-//     key and time (see "One store for a whole stack").
+//     key (see "One store for a whole stack").
 //   - LoadMemoryVariables: children load concurrently; the results merge in
 //     list order, a later child's key overriding an earlier one's (or, with
 //     WithStrictKeys, New rejects key collisions). Any child's failure fails
@@ -31,10 +31,12 @@
 // store keeps one transcript per conversation, which every layer reads
 // (package store, "One transcript"). SaveContext and AddMessage give every
 // child the same save key (memstack.WithSaveKey: the caller's, else a
-// fresh random one) and time (memstack.WithTime: the caller's, else now),
-// so the children that share a store store the turn there once, dated
-// alike, and no layer shows it twice; children on different stores each
-// keep their copy. A save retried with the caller's save key stores
+// fresh random one), so the children that share a store store the turn
+// there once and no layer shows it twice; children on different stores
+// each keep their copy. Without memstack.WithTime each child dates the
+// turn as it would alone (now, or a Facts memory's WithClock), and on a
+// shared store the child that stores it first dates it: give the save a
+// time with memstack.WithTime where the date must not depend on that. A save retried with the caller's save key stores
 // nothing twice either.
 //
 // New checks a stack whose memstack children (StoreUser) share a store,

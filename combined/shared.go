@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
@@ -109,19 +108,18 @@ func describeStore(s store.Store) string {
 	return fmt.Sprintf("%T", s)
 }
 
-// saveContext returns ctx with what makes every child's save of one turn
-// the same save: a save key (memstack.WithSaveKey), drawn fresh unless the
-// caller gave one, and the time of the save (memstack.WithTime), taken now
-// unless the caller gave one. Children that share a store then store the
-// turn once, dated alike.
+// saveContext returns ctx with the save key that makes every child's
+// save of one turn the same save (memstack.WithSaveKey): the caller's,
+// else a fresh random one. Children that share a store then store the
+// turn there once. The time is left as the caller gave it: without
+// memstack.WithTime each child dates its messages as it would alone (now,
+// or a Facts memory's WithClock), and on a shared store the child that
+// stores the turn first dates it.
 func saveContext(ctx context.Context) context.Context {
 	if _, ok := memstack.SaveKeyFrom(ctx); !ok {
 		var b [16]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
 		ctx = memstack.WithSaveKey(ctx, "cm-"+hex.EncodeToString(b[:]))
-	}
-	if _, ok := memstack.TimeFrom(ctx); !ok {
-		ctx = memstack.WithTime(ctx, time.Now())
 	}
 	return ctx
 }
