@@ -26,6 +26,7 @@
 // multi-key script runs on one node:
 //
 //	<prefix>:{<identity key>}:<namespace>:msgs     list, one element per message
+//	<prefix>:{<identity key>}:<namespace>:sys      list, a marker, then a copy of each system element of msgs
 //	<prefix>:{<identity key>}:<namespace>:state    hash, state name → "<version>|<value>"
 //	<prefix>:{<identity key>}:<namespace>:cleared  string, the Clear mark (a version)
 //	<prefix>:{<identity key>}:seq                  string, the last Seq handed out
@@ -80,11 +81,52 @@
 // rather than for the whole removal (hundreds of milliseconds, during which
 // every other client waits); a reader may see the oldest messages gone
 // before the rest, and an error part-way leaves the rest for the next call.
-// Last(n) is one LRANGE of the list's tail (O(n)), All one LRANGE, Stat a
-// script reading the list's length and the Seqs of its ends (O(1), without
-// sending message bodies back), GetState a script reading the value or,
-// for an absent one, the absent version. Every call is one round trip
+// Last(n) is one LRANGE of the list's tail (O(n)), Tail(n) one script
+// (see "System messages and Tail"), All one LRANGE, Stat a script reading
+// the list's length and the Seqs of its ends (O(1), without sending
+// message bodies back), GetState a script reading the value or, for an
+// absent one, the absent version. Every call is one round trip
 // (Forget two, RemovePrefix one per chunk).
+//
+// # System messages and Tail
+//
+// Tail returns every system message and the newest n others, and must
+// cost what it returns: system messages may sit anywhere in the list (a
+// prompt from the first turn, long since followed by 100,000 others), so
+// finding them must not scan it. Each namespace therefore keeps an index,
+// the sys key: a list holding a marker, "0|i|<head Seq>|<tail Seq>" (Seq
+// 0, which no message has), then a copy of every system element of the
+// msgs list, in the list's order. Every script that changes the list
+// changes the index in the same step and sets the marker to the Seqs at
+// the list's two ends: Append and Rewrite copy the system messages they
+// push, Rewrite drops those it removes, RemovePrefix keeps every system
+// message (so the index keeps its elements) and deletes the index when it
+// empties the list, Clear and Forget delete it, and a write that sets a
+// TTL sets the index's too, so it expires with the list. Tail is one
+// script: it checks the marker against the list's ends (O(1)), reads the
+// index whole and the list backwards from its tail, in pages no larger
+// than the messages still missing, stopping at the first Seq <= after, so
+// it reads the system messages, the n messages it returns and the system
+// ones among them, and never half of an Append. The copies cost the
+// memory of the system messages once more.
+//
+// Migration: a list written before the index existed has no sys key.
+// Writes leave it so (their cost is what it was; one that removes the
+// whole list starts a new index), and the first Tail reads the list once,
+// O(its length), and builds the index in the same script; every later
+// Tail costs what it returns. Lists that windows already trimmed read the
+// same way. If that write fails (a full server under noeviction refuses
+// it), Tail still answers, and the next one tries again. During a rolling
+// upgrade, replicas still on the build before the index change the list
+// without it; each such change of the system messages moves an end of the
+// list (an append, a prefix removed, the list deleted), so the marker no
+// longer matches: Tail then rebuilds the index (O(the list's length) once
+// more) and a write of this build deletes it, so Tail is right throughout.
+// Those replicas' Forget does not know the sys key and leaves it behind:
+// run ForgetScope for such users again once every replica is upgraded. An
+// index whose list is gone (an eviction, a TTL expiring a millisecond
+// apart) is ignored by Tail and replaced by the next write; a list whose
+// index was evicted is indexed again by the next Tail.
 //
 // A window memory reads the same newest messages on every turn, so a Store
 // keeps the messages it decoded in a small LRU cache keyed by the exact
@@ -108,6 +150,20 @@
 // in between). Forget takes no token: a second run is one more Forget,
 // which leaves what one leaves.
 //
+// Append keys (store.WithAppendKey) use the same machinery. An Append under
+// key k sends the token "k:<namespace>:<k>" instead of a random one: the
+// first Append of the identity under k in the namespace records it with
+// its turn, in one script, and every later one — another layer's, another
+// replica's, a retry after an error, or one racing with it (scripts run one
+// at a time) — finds it and stores nothing, returning nil; a retry after a
+// lost reply works as for any write. The ops hash is the identity's, shared
+// by its namespaces, hence the namespace in the token: a key used in one
+// namespace stores its turn in another too. A random token has no ':', so
+// none is ever mistaken for a key's. A key is remembered for two minutes
+// after its Append, as tokens are (what store's "One transcript" allows),
+// through Clear, not through Forget. An invalid key (store.CheckAppendKey)
+// is an error wrapping store.ErrInvalidArgument, and nothing is stored.
+//
 // Tokens are kept for two minutes (the opq list drops the oldest as new
 // ones come, and both keys expire two minutes after the last write), about
 // 100 bytes per write; every write call is bounded to one minute (a
@@ -120,15 +176,17 @@
 //
 // Store implements store.Users: Identities lists every conversation of a
 // user or a tenant that holds messages, state or a Clear mark in any
-// namespace of the key prefix; Export returns all of it (one script per
-// namespace, so each is read in one step); ForgetScope runs Forget on each
-// of them. They find the identities with SCAN, MATCH on the key layout
+// namespace of the key prefix (an index of system messages is a copy, not
+// data: an identity with only that left is not listed); Export returns all
+// of it (one script per namespace, so each is read in one step);
+// ForgetScope runs Forget on each of them. They find the identities with SCAN, MATCH on the key layout
 // (<prefix>:{<tenant>:<user>:*, the prefix escaped for the glob; identity
 // keys never contain glob characters), in batches of 1,000 keys per call,
 // on every master of a cluster: not through an index, which eviction could
 // remove. Their cost is O(keys in the database). ForgetScope deletes every
-// key SCAN found of each identity, bookkeeping keys included, so afterwards
-// no key under the prefix names the user, and it moves the forgotten
+// key SCAN found of each identity, bookkeeping keys (tokens, the index of
+// system messages) included, so afterwards no key under the prefix names
+// the user, and it moves the forgotten
 // version of each identity's slot in the same step, so a commit that read
 // before it conflicts. Writes racing with it may create conversations it
 // does not find: call it when the user's traffic has stopped, or again.
@@ -194,8 +252,8 @@
 //
 // WithTTL(d) makes a conversation expire d after its last write: every
 // Append, PutState and Clear sets the expiry of the namespace's keys
-// (messages, state, Clear mark) to d and extends that of the shared seq and
-// nss keys to at least d, so those never expire before the data they
+// (messages and their index, state, Clear mark) to d and extends that of
+// the shared seq and nss keys to at least d, so those never expire before the data they
 // describe. A namespace without a TTL keeps its keys and the shared keys
 // forever (it removes their expiry when it writes). An expired mark is
 // harmless: the absent version moves to the slot's forgotten version, so a

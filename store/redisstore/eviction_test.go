@@ -159,8 +159,22 @@ func TestClearAndForgetOnAFullServer(t *testing.T) {
 	assert.Contains(t, err.Error(), "OOM", "Redis's own error")
 	assert.NotErrorIs(t, err, context.Canceled)
 
+	// Tail reads on a full server, also a list from before the index,
+	// whose index it cannot store: the next Tail tries again.
+	bobSys := keysOf(prefix, "default", bob).sys
+	require.NoError(t, raw.Del(ctx, bobSys).Err())
+	for range 2 {
+		rs, err := s.Tail(ctx, bob, 2, 0)
+		require.NoError(t, err, "Tail on a full server")
+		assert.Len(t, rs, 2)
+		assert.Zero(t, raw.Exists(ctx, bobSys).Val(), "no index stored on a full server")
+	}
+	rs, err := s.Tail(ctx, alice, 2, 0)
+	require.NoError(t, err)
+	assert.Len(t, rs, 2)
+
 	require.NoError(t, s.Clear(ctx, alice), "Clear runs on a full server")
-	rs, err := s.All(ctx, alice)
+	rs, err = s.All(ctx, alice)
 	require.NoError(t, err)
 	assert.Empty(t, rs)
 	st, err := s.GetState(ctx, alice, "summary")

@@ -26,7 +26,8 @@ func TestFaults(t *testing.T) {
 }
 
 // TestEveryWriteExactlyOnceWhenAReplyIsLost loses the reply of each kind
-// of write after the server ran its script. Every script is loaded first,
+// of write after the server ran its script (an Append under an append key
+// too). Every script is loaded first,
 // so the lost reply is the one of the run that changed the data (not a
 // NOSCRIPT), and go-redis sends the script again on a new connection: that
 // run must change nothing, and the call must report what the first run
@@ -52,6 +53,15 @@ func TestEveryWriteExactlyOnceWhenAReplyIsLost(t *testing.T) {
 		{"Append", 1, func(t *testing.T, s *redisstore.Store, arm func()) {
 			arm()
 			require.NoError(t, s.Append(ctx, alice, human("q"), ai("a")))
+			rs, err := s.All(ctx, alice)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"before", "q", "a"}, contents(rs), "the turn is stored once")
+		}},
+		{"Append under an append key", 1, func(t *testing.T, s *redisstore.Store, arm func()) {
+			kctx := store.WithAppendKey(ctx, "turn-1")
+			arm()
+			require.NoError(t, s.Append(kctx, alice, human("q"), ai("a")))
+			require.NoError(t, s.Append(kctx, alice, human("q"), ai("a")), "the key's second Append")
 			rs, err := s.All(ctx, alice)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"before", "q", "a"}, contents(rs), "the turn is stored once")
@@ -167,6 +177,8 @@ func warmScripts(t *testing.T, s *redisstore.Store) {
 		_, err = s.PutState(ctx, w, "x", []byte("x"), st.Version)
 		require.NoError(t, err)
 		_, err = s.Stat(ctx, w)
+		require.NoError(t, err)
+		_, err = s.Tail(ctx, w, 1, 0)
 		require.NoError(t, err)
 		_, err = s.RemovePrefix(ctx, w, math.MaxInt64)
 		require.NoError(t, err)

@@ -117,17 +117,25 @@ func TestElementsWithoutTimes(t *testing.T) {
 	storetest.RunUndated(t, s, func(t *testing.T, id memstack.Identity, seq int64, value []byte) {
 		ctx := context.Background()
 		k := keysOf(prefix, "default", id)
-		elems, err := raw.LRange(ctx, k.msgs, 0, -1).Result()
-		require.NoError(t, err)
 		head := fmt.Sprint(seq, "|")
-		for i, e := range elems {
-			if strings.HasPrefix(e, head) {
-				// Keep the Seq and the role flag: "<seq>|<flag>|".
-				require.NoError(t, raw.LSet(ctx, k.msgs, int64(i), e[:len(head)+2]+string(value)).Err())
-				return
+		// The list element, and its copy in the index of system messages
+		// if it is one.
+		found := false
+		for _, key := range []string{k.msgs, k.sys} {
+			elems, err := raw.LRange(ctx, key, 0, -1).Result()
+			require.NoError(t, err)
+			for i, e := range elems {
+				if strings.HasPrefix(e, head) {
+					// Keep the Seq and the role flag: "<seq>|<flag>|".
+					require.NoError(t, raw.LSet(ctx, key, int64(i), e[:len(head)+2]+string(value)).Err())
+					found = found || key == k.msgs
+					break
+				}
 			}
 		}
-		t.Fatalf("no list element with Seq %d", seq)
+		if !found {
+			t.Fatalf("no list element with Seq %d", seq)
+		}
 	})
 }
 

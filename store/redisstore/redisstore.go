@@ -213,6 +213,7 @@ func (s *Store) String() string {
 type keys struct {
 	base                 string // <prefix>:{<identity key>}:
 	msgs, state, cleared string
+	sys                  string // the index of the system messages in msgs
 	seq, nss             string
 	ops, opq             string // the identity's recent write tokens
 	forgotten            string // the forgotten key of the identity's hash slot
@@ -226,6 +227,7 @@ func (s *Store) keysOf(id memstack.Identity) keys {
 		msgs:      base + s.ns + ":msgs",
 		state:     base + s.ns + ":state",
 		cleared:   base + s.ns + ":cleared",
+		sys:       base + s.ns + ":sys",
 		seq:       base + "seq",
 		nss:       base + "nss",
 		ops:       base + "ops",
@@ -236,12 +238,13 @@ func (s *Store) keysOf(id memstack.Identity) keys {
 
 // all returns the keys every prelude script takes, in its KEYS order.
 func (k keys) all() []string {
-	return []string{k.msgs, k.state, k.seq, k.nss, k.cleared, k.forgotten, k.ops, k.opq}
+	return []string{k.msgs, k.state, k.seq, k.nss, k.cleared, k.forgotten, k.ops, k.opq, k.sys}
 }
 
-// inNamespace returns the msgs, state and cleared keys of namespace ns.
-func (k keys) inNamespace(ns string) (msgs, state, cleared string) {
-	return k.base + ns + ":msgs", k.base + ns + ":state", k.base + ns + ":cleared"
+// inNamespace returns the msgs, state, cleared and sys keys of namespace
+// ns.
+func (k keys) inNamespace(ns string) (msgs, state, cleared, sys string) {
+	return k.base + ns + ":msgs", k.base + ns + ":state", k.base + ns + ":cleared", k.base + ns + ":sys"
 }
 
 // tokenWindow is how long a write's token is kept after the write: a
@@ -261,18 +264,33 @@ func newToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// appendKeyToken returns the write token of an Append under append key
+// key in namespace ns: the same for every Append of the identity under
+// that key in that namespace, so the first one's run is recorded under it
+// and every later one — another client's, a retry's, a race's loser —
+// stores nothing (see "Exactly once" in the package documentation). The
+// ops hash is the identity's, shared by its namespaces, so the token names
+// the namespace; it cannot collide with another namespace's (namespaces
+// have no ':') nor with a random token (base64url, no ':').
+func appendKeyToken(ns, key string) string { return "k:" + ns + ":" + key }
+
 // runWrite runs the script of one write with a fresh token as its first
 // ARGV, under a context bounded by maxWriteCall: go-redis may send the
 // script again (a lost reply, a dropped connection), and the token makes
 // every run after the first a no-op that returns the first run's reply.
 func (s *Store) runWrite(ctx context.Context, script *redis.Script, ks []string, args ...any) ([]any, error) {
+	return s.runWriteAs(ctx, newToken(), script, ks, args...)
+}
+
+// runWriteAs is runWrite with the given token.
+func (s *Store) runWriteAs(ctx context.Context, token string, script *redis.Script, ks []string, args ...any) ([]any, error) {
 	wctx := ctx
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > maxWriteCall {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, maxWriteCall)
 		defer cancel()
 	}
-	res, err := script.Run(wctx, s.client, ks, append([]any{newToken()}, args...)...).Slice()
+	res, err := script.Run(wctx, s.client, ks, append([]any{token}, args...)...).Slice()
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 		err = fmt.Errorf("%w: a write is given at most %v (%w)", wctx.Err(), maxWriteCall, err)
 	}
@@ -333,7 +351,12 @@ func (s *Store) corruptIn(op string, id memstack.Identity, ns, what string) erro
 // message is dated store.AppendTime(ctx), taken once, by this process (not
 // by the Redis server's clock, which only draws Seqs). A retry of the
 // script after a lost reply stores nothing more (its write token; see the
-// package documentation, "Exactly once").
+// package documentation, "Exactly once"). Under an append key
+// (store.WithAppendKey) the token is derived from the key and the
+// namespace, so an Append under a key the identity used in this namespace
+// in the last two minutes stores nothing and returns nil, whichever client
+// made it, also when both run at once; an invalid key is an error
+// wrapping store.ErrInvalidArgument.
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	const op = "Append"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -346,6 +369,12 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err := store.CheckTime(at); err != nil {
 		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
 	}
+	token := newToken()
+	if key, keyed, err := store.CheckAppendKeyOf(ctx); err != nil {
+		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
+	} else if keyed {
+		token = appendKeyToken(s.ns, key)
+	}
 	args := make([]any, 0, 2+len(msgs))
 	args = append(args, s.ns, s.ttlArg)
 	elems, err := encodeElements(op, id, at, msgs)
@@ -353,7 +382,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 		return err
 	}
 	args = append(args, elems...)
-	res, err := s.runWrite(ctx, appendScript, s.keysOf(id).all(), args...)
+	res, err := s.runWriteAs(ctx, token, appendScript, s.keysOf(id).all(), args...)
 	if err != nil {
 		return s.fail(ctx, op, id, err)
 	}
@@ -420,6 +449,61 @@ func (s *Store) Last(ctx context.Context, id memstack.Identity, n int) ([]store.
 		return nil, s.fail(ctx, op, id, err)
 	}
 	return s.decode(op, id, vals, -len(vals))
+}
+
+// Tail implements store.Store with one script (tailScript), so it reads
+// one point in time and never half of an Append: the system messages come
+// from the namespace's index of them, the newest n others from reading
+// back from the list's tail, so it reads O(what it returns) elements
+// however long the list is. The first Tail of a list written before the
+// index existed reads the list once to build it (see the package
+// documentation, "System messages and Tail").
+func (s *Store) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	rs, _, err := s.tail(ctx, id, n, after)
+	return rs, err
+}
+
+// tail is Tail; it also returns how many list elements the script read,
+// for tests of its cost.
+func (s *Store) tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, int64, error) {
+	const op = "Tail"
+	if err := s.begin(ctx, op, id); err != nil {
+		return nil, 0, err
+	}
+	if n < 1 {
+		return nil, 0, fmt.Errorf("%w: redisstore: Tail(n=%d) of %q: n must be at least 1", store.ErrInvalidArgument, n, id.Key())
+	}
+	k := s.keysOf(id)
+	res, err := tailScript.Run(ctx, s.client, []string{k.msgs, k.sys}, strconv.Itoa(n), strconv.FormatInt(after, 10)).Slice()
+	if err != nil {
+		return nil, 0, s.fail(ctx, op, id, err)
+	}
+	switch status(res) {
+	case "ok":
+	case "corrupt":
+		i, _ := res[len(res)-1].(int64)
+		return nil, 0, s.corrupt(op, id, fmt.Sprintf("message at list index %d has no valid Seq or role flag", i))
+	case "corrupt-index":
+		i, _ := res[len(res)-1].(int64)
+		return nil, 0, s.corrupt(op, id, fmt.Sprintf("element %d of the index of system messages has no valid Seq or system flag (Clear rebuilds it)", i))
+	}
+	if len(res) != 4 {
+		return nil, 0, s.fail(ctx, op, id, fmt.Errorf("unexpected script reply with %d elements", len(res)))
+	}
+	read, _ := res[3].(int64)
+	var parts [2][]store.Record
+	for i := range parts {
+		elems, _ := res[1+i].([]any)
+		vals := make([]string, len(elems))
+		for j, e := range elems {
+			vals[j], _ = e.(string)
+		}
+		// The script checked every head, so no error names a list index.
+		if parts[i], err = s.decode(op, id, vals, 0); err != nil {
+			return nil, 0, err
+		}
+	}
+	return store.MergeBySeq(parts[0], parts[1]), read, nil
 }
 
 // All implements store.Store with one LRANGE.
@@ -542,7 +626,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 		return 0, err
 	}
 	k := s.keysOf(id)
-	ks := []string{k.msgs, k.ops, k.opq}
+	ks := []string{k.msgs, k.ops, k.opq, k.sys}
 	limit := strconv.Itoa(removeChunk)
 	total := 0
 	for {
@@ -598,9 +682,9 @@ const maxForgetAttempts = 50
 
 // Forget implements store.Store: in one script it moves the forgotten
 // version of the identity's hash slot to a fresh number and deletes every
-// key of the identity under this store's prefix — messages,
-// state and Clear mark of every namespace, the Seq counter, the namespace
-// set and the write tokens — and nothing else. A PutState that read the
+// key of the identity under this store's prefix — messages (and their
+// index), state and Clear mark of every namespace, the Seq counter, the
+// namespace set and the write tokens — and nothing else. A PutState that read the
 // identity's state before Forget then conflicts (forgetScript explains why
 // both must be one step). If the Seq counter is ahead of the server's clock (a
 // burst of appends just now), Forget first waits until the clock passes
@@ -645,6 +729,9 @@ func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *
 			for ns := range f.namespaces {
 				nss[ns] = true
 			}
+			for ns := range f.indexed {
+				nss[ns] = true
+			}
 			other = f.other
 		}
 		names := make([]string, 0, len(nss))
@@ -652,12 +739,12 @@ func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *
 			names = append(names, ns)
 		}
 		sort.Strings(names)
-		ks := make([]string, 0, 5+3*len(names)+len(other))
+		ks := make([]string, 0, 5+4*len(names)+len(other))
 		ks = append(ks, k.seq, k.nss, k.forgotten, k.ops, k.opq)
 		args := make([]any, len(names))
 		for i, ns := range names {
-			m, st, c := k.inNamespace(ns)
-			ks = append(ks, m, st, c)
+			m, st, c, sys := k.inNamespace(ns)
+			ks = append(ks, m, st, c, sys)
 			args[i] = ns
 		}
 		ks = append(ks, other...)

@@ -71,11 +71,11 @@ func rawClient(t *testing.T, addr string) *redis.Client {
 }
 
 // keyNames is the documented key layout.
-type keyNames struct{ msgs, state, cleared, seq, nss, ops, opq, forgotten string }
+type keyNames struct{ msgs, state, cleared, sys, seq, nss, ops, opq, forgotten string }
 
 func keysOf(prefix, ns string, id memstack.Identity) keyNames {
 	base := prefix + ":{" + id.Key() + "}:"
-	return keyNames{msgs: base + ns + ":msgs", state: base + ns + ":state", cleared: base + ns + ":cleared",
+	return keyNames{msgs: base + ns + ":msgs", state: base + ns + ":state", cleared: base + ns + ":cleared", sys: base + ns + ":sys",
 		seq: base + "seq", nss: base + "nss", ops: base + "ops", opq: base + "opq",
 		forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
 }
@@ -400,6 +400,7 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
 			want[k.msgs], want[k.state], want[k.seq], want[k.nss] = true, true, true, true
+			want[k.sys] = true                    // the index of the system messages
 			want[k.ops], want[k.opq] = true, true // the tokens of the last writes
 		}
 	}
@@ -431,7 +432,7 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 		wantSlot := slot(id.Key())
 		for _, ns := range []string{"recent", "facts"} {
 			k := keysOf(prefix, ns, id)
-			for _, key := range []string{k.msgs, k.state, k.cleared, k.seq, k.nss, k.ops, k.opq, k.forgotten} {
+			for _, key := range []string{k.msgs, k.state, k.cleared, k.sys, k.seq, k.nss, k.ops, k.opq, k.forgotten} {
 				open := strings.IndexByte(key, '{')
 				close := strings.IndexByte(key[open:], '}')
 				if key == k.forgotten {
@@ -1021,11 +1022,16 @@ func TestCorruptValues(t *testing.T) {
 			requireCorrupt(t, err, id, c.mentions(seq))
 			_, err = s.Last(ctx, id, 3)
 			requireCorrupt(t, err, id, "")
+			_, err = s.Tail(ctx, id, 3, 0)
+			requireCorrupt(t, err, id, "")
 			// The rest stays readable: the newer messages, Stat, and
 			// other identities.
 			got, err := s.Last(ctx, id, 2)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"secret q2", "secret a2"}, contents(got))
+			got, err = s.Tail(ctx, id, 2, 0)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"secret rules", "secret q2", "secret a2"}, contents(got))
 			st, err := s.Stat(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, store.Stat{Count: 5, FirstSeq: rs[0].Seq, LastSeq: rs[4].Seq}, st)
@@ -1051,6 +1057,21 @@ func TestCorruptValues(t *testing.T) {
 		got, err := s.Last(ctx, id, 4)
 		require.NoError(t, err, "the rest is readable")
 		assert.Len(t, got, 4)
+	})
+
+	t.Run("index of system messages", func(t *testing.T) {
+		id, k, _ := fresh(t)
+		require.NoError(t, raw.LSet(ctx, k.sys, 1, "garbage secret").Err())
+		_, err := s.Tail(ctx, id, 2, 0)
+		requireCorrupt(t, err, id, "index of system messages")
+		got, err := s.Last(ctx, id, 2)
+		require.NoError(t, err, "the list is readable")
+		assert.Len(t, got, 2)
+		require.NoError(t, s.Clear(ctx, id))
+		require.NoError(t, s.Append(ctx, id, system("rules"), human("q")))
+		got, err = s.Tail(ctx, id, 1, 0)
+		require.NoError(t, err, "Clear starts the index again")
+		assert.Equal(t, []string{"rules", "q"}, contents(got))
 	})
 
 	t.Run("state value", func(t *testing.T) {
@@ -1186,9 +1207,10 @@ func TestRecentNOnRedisAcrossReplicas(t *testing.T) {
 	prefix := uniquePrefix()
 	s1 := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace("recent"))
 	s2 := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithNamespace("recent"))
-	m1, err := memories.NewRecentN(4, memories.WithStore(s1))
+	keep := memories.WithRetention(memories.KeepLast(4))
+	m1, err := memories.NewRecentN(4, memories.WithStore(s1), keep)
 	require.NoError(t, err)
-	m2, err := memories.NewRecentN(4, memories.WithStore(s2))
+	m2, err := memories.NewRecentN(4, memories.WithStore(s2), keep)
 	require.NoError(t, err)
 
 	ctx := memstack.WithIdentity(context.Background(), alice)

@@ -6,9 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts behind every write (and Stat, GetState and Export's
-// reads). Scripts run atomically on the server; all keys they touch are
-// passed in KEYS and share one hash slot: the identity's keys share its
+// The Lua scripts behind every write (and Tail, Stat, GetState and
+// Export's reads). Scripts run atomically on the server; all keys they
+// touch are passed in KEYS and share one hash slot: the identity's keys share its
 // hash tag, and the slot's forgotten key has a tag chosen to hash to the
 // same slot (see slotTag), so every script runs on one node of a Redis
 // Cluster.
@@ -19,10 +19,13 @@ import (
 //
 // Exactly once: every write but Forget takes a token, a random string the
 // call draws once (see newToken) and sends with every attempt of the
-// script. The first run that changes anything records the token and its
-// reply in the identity's ops hash; a later run with the same token — a
-// client retrying after the reply was lost — changes nothing and returns
-// the recorded reply. Tokens are kept for tokenWindow.
+// script — or, for an Append under an append key, a token derived from the
+// namespace and the key (appendKeyToken), the same for every client. The
+// first run that changes anything records the token and its reply in the
+// identity's ops hash; a later run with the same token — a client retrying
+// after the reply was lost, or another Append under the same key —
+// changes nothing and returns the recorded reply. Tokens are kept for
+// tokenWindow.
 
 // tokenWindowMillis is tokenWindow in milliseconds, as the scripts use it.
 var tokenWindowMillis = strconv.FormatInt(tokenWindow.Milliseconds(), 10)
@@ -61,6 +64,79 @@ local function remember(ops, opq, token, reply)
 end
 `
 
+// sysIndex holds the functions that read and keep a namespace's index of
+// its system messages, the sys key: a list whose head is a marker and
+// whose other elements are copies of the msgs list's system elements, in
+// the list's (Seq) order. The marker, "0|i|<head Seq>|<tail Seq>" (Seq 0,
+// which no message has), names the Seqs at the list's two ends when the
+// index was last made exact: every script of this package that changes
+// the list changes the index in the same step and sets the marker anew.
+// A writer that does not keep the index — a replica still running the
+// build before it, during a rolling upgrade — changes an end of the list
+// whenever it changes the list's system messages (it appends, or removes
+// a prefix, or deletes the list), so the marker no longer matches: Tail
+// then rebuilds the index, and writes delete it. A list without an index
+// was written before the index existed: writes leave it so (their cost
+// stays what it was) and the first Tail builds the index, reading the list
+// once.
+var sysIndex = `
+-- headOf returns the Seq (a canonical decimal string) and the role flag
+-- ('s' or 'm') of a list element, or nil when it has no such head.
+local function headOf(e)
+  local s, f = string.match(e, '^([1-9]%d*)|([sm])|')
+  if s and #s <= 18 then return s, f end
+  return nil
+end
+
+-- markerOf returns the marker of an exact index of the list msgs as it
+-- is now, or nil when msgs is empty.
+local function markerOf(msgs)
+  local h = redis.call('LINDEX', msgs, 0)
+  if not h then return nil end
+  local t = redis.call('LINDEX', msgs, -1)
+  return '0|i|' .. (string.match(h, '^(%d+)|') or '?') .. '|' .. (string.match(t, '^(%d+)|') or '?')
+end
+
+-- indexMode returns how a script about to change the list msgs keeps its
+-- index sys: 'keep' (sys is the list's exact index: keep it so), 'new'
+-- (msgs is empty: a new index starts, replacing any left without its
+-- list), or nil (no index, or a stale one: sealIndex drops it). It writes
+-- nothing.
+local function indexMode(msgs, sys)
+  local m = markerOf(msgs)
+  if not m then return 'new' end
+  if redis.call('LINDEX', sys, 0) == m then return 'keep' end
+  return nil
+end
+
+-- pushAll appends the elements of list to key, in batches within Lua's
+-- unpack limit.
+local function pushAll(key, list)
+  for i = 1, #list, 500 do
+    redis.call('RPUSH', key, unpack(list, i, math.min(i + 499, #list)))
+  end
+end
+
+-- startIndex makes sys an empty index (its marker set by sealIndex).
+local function startIndex(sys)
+  if redis.call('EXISTS', sys) == 1 then redis.call('UNLINK', sys) end
+  redis.call('RPUSH', sys, '0|i')
+end
+
+-- sealIndex ends a script that changed msgs, kept its index as mode says
+-- and left it exact (mode 'keep' or 'new'): the marker names the list's
+-- new ends. Without a mode, or when the list is now empty, any index left
+-- is dropped.
+local function sealIndex(msgs, sys, mode)
+  local m = markerOf(msgs)
+  if mode and m then
+    redis.call('LSET', sys, 0, m)
+  elseif redis.call('EXISTS', sys) == 1 then
+    redis.call('UNLINK', sys)
+  end
+end
+`
+
 // prelude holds the functions the scripts of one identity and namespace
 // share: append, put-state, get-state, clear and rewrite. All of them take
 // the same KEYS, every one in the identity's hash slot:
@@ -68,8 +144,9 @@ end
 //	KEYS[1] msgs, KEYS[2] state, KEYS[3] seq, KEYS[4] nss,
 //	KEYS[5] cleared (the namespace's Clear mark),
 //	KEYS[6] forgotten (the forgotten version of the identity's slot),
-//	KEYS[7] ops, KEYS[8] opq (the identity's recent tokens).
-var prelude = tokens + `
+//	KEYS[7] ops, KEYS[8] opq (the identity's recent tokens),
+//	KEYS[9] sys (the namespace's index of system messages; see sysIndex).
+var prelude = tokens + sysIndex + `
 
 -- decimal returns v if it is a version as this package writes one (a
 -- canonical positive decimal), else nil.
@@ -149,6 +226,7 @@ local function refresh(ttl, seqBefore, nssBefore)
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('PEXPIRE', KEYS[2], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
+    redis.call('PEXPIRE', KEYS[9], ttl)
     if seqBefore ~= -1 then redis.call('PEXPIRE', KEYS[3], math.max(seqBefore, ttl)) end
     if nssBefore ~= -1 then redis.call('PEXPIRE', KEYS[4], math.max(nssBefore, ttl)) end
   else
@@ -156,36 +234,45 @@ local function refresh(ttl, seqBefore, nssBefore)
     redis.call('PERSIST', KEYS[2])
     redis.call('PERSIST', KEYS[4])
     redis.call('PERSIST', KEYS[5])
+    redis.call('PERSIST', KEYS[9])
   end
 end
 
 -- push appends the elements of ARGV from index from on, one per message,
--- behind Seqs first, first+1, … (in batches, within Lua's unpack limit).
-local function push(first, from)
-  local batch = {}
+-- behind Seqs first, first+1, …, and keeps the index as mode (what
+-- indexMode returned before the script changed the list) says: the
+-- system elements ('s' flag) are copied to it. The script then calls
+-- sealIndex.
+local function push(first, from, mode)
+  local elems, sys = {}, {}
   for i = from, #ARGV do
-    batch[#batch + 1] = string.format('%.0f', first + i - from) .. '|' .. ARGV[i]
-    if #batch == 500 or i == #ARGV then
-      redis.call('RPUSH', KEYS[1], unpack(batch))
-      batch = {}
-    end
+    local e = string.format('%.0f', first + i - from) .. '|' .. ARGV[i]
+    elems[#elems + 1] = e
+    if string.sub(ARGV[i], 1, 1) == 's' then sys[#sys + 1] = e end
   end
+  pushAll(KEYS[1], elems)
+  if mode == 'new' then startIndex(KEYS[9]) end
+  if mode then pushAll(KEYS[9], sys) end
 end
 `
 
-// appendScript: KEYS as in prelude; ARGV token, namespace, ttl in ms (0:
-// none), then one "<flag>|<encoded message>" per message. It returns
-// {'ok', first Seq} (a decimal string) or {'corrupt-seq'}; a run with a
-// token already recorded stores nothing and returns the recorded reply.
+// appendScript: KEYS as in prelude; ARGV token (under an append key, one
+// derived from the key; see appendKeyToken), namespace, ttl in ms (0:
+// none), then one "<flag>|<encoded message>" per message. It pushes the
+// messages, copying the system ones to the index. It returns {'ok', first
+// Seq} (a decimal string) or {'corrupt-seq'}; a run with a token already
+// recorded stores nothing and returns the recorded reply.
 var appendScript = redis.NewScript(prelude + `
 local done = replayed(KEYS[7], ARGV[1])
 if done then return {'ok', done} end
 local ttl = tonumber(ARGV[3])
 local n = #ARGV - 3
 local seqBefore, nssBefore = ttlBefore(ttl)
+local mode = indexMode(KEYS[1], KEYS[9])
 local first = nextSeqs(n)
 if not first then return {'corrupt-seq'} end
-push(first, 4)
+push(first, 4, mode)
+sealIndex(KEYS[1], KEYS[9], mode)
 redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
 local r = string.format('%.0f', first)
@@ -253,10 +340,11 @@ return {'ok', v}
 `)
 
 // clearScript: KEYS as in prelude; ARGV token, namespace, ttl in ms. In
-// one step it deletes the namespace's messages and state and sets its
-// Clear mark to a fresh number from the identity's counter — greater than
-// every version, mark and forgotten version a reader could hold — so a
-// PutState that read before it conflicts after it. The namespace stays in
+// one step it deletes the namespace's messages (and their index) and
+// state and sets its Clear mark to a fresh number from the identity's
+// counter — greater than every version, mark and forgotten version a
+// reader could hold — so a PutState that read before it conflicts after
+// it. The namespace stays in
 // the nss set: Forget must find the mark. It returns {'ok'} or
 // {'corrupt-seq'}; a retry with the same token changes nothing (it would
 // otherwise delete what others wrote since the first run). It deletes
@@ -269,7 +357,7 @@ local ttl = tonumber(ARGV[3])
 local seqBefore, nssBefore = ttlBefore(ttl)
 local m = peekSeqs(1)
 if not m then return {'corrupt-seq'} end
-redis.call('UNLINK', KEYS[1], KEYS[2])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[9])
 redis.call('SET', KEYS[3], string.format('%.0f', m))
 redis.call('SET', KEYS[5], string.format('%.0f', m))
 redis.call('SADD', KEYS[4], ARGV[2])
@@ -282,11 +370,12 @@ return {'ok'}
 // through (decimal), '1' to reset or '0', then one "<flag>|<encoded
 // message>" per message. In one step it removes every element with Seq <=
 // through (the list's Seqs increase from head to tail, so they are a
-// prefix of it, system messages included), with reset deletes the state
-// and sets a fresh Clear mark as Clear does, and appends the messages
-// behind Seqs drawn after the mark. It returns {'ok', removed} (a decimal
-// string), {'corrupt', list index} or {'corrupt-seq'}, having changed
-// nothing in the last two cases.
+// prefix of it, system messages included, and those from the index), with
+// reset deletes the state and sets a fresh Clear mark as Clear does, and
+// appends the messages behind Seqs drawn after the mark (a list removed
+// whole starts a new index, so Rewrite migrates it). It returns {'ok',
+// removed} (a decimal string), {'corrupt', list index} or {'corrupt-seq'},
+// having changed nothing in the last two cases.
 var rewriteScript = redis.NewScript(prelude + `
 local done = replayed(KEYS[7], ARGV[1])
 if done then return {'ok', done} end
@@ -294,8 +383,9 @@ local ttl = tonumber(ARGV[3])
 local through = tonumber(ARGV[4])
 local reset = ARGV[5] == '1'
 local n = #ARGV - 5
+local mode = indexMode(KEYS[1], KEYS[9])
 local len = redis.call('LLEN', KEYS[1])
-local removed = 0
+local removed, sysRemoved = 0, 0
 if len > 0 then
   local tail = string.match(redis.call('LINDEX', KEYS[1], -1), '^(%d+)|')
   if not tail then return {'corrupt', len - 1} end
@@ -310,6 +400,7 @@ if len > 0 then
         local s = string.match(items[i], '^(%d+)|')
         if not s then return {'corrupt', removed} end
         if tonumber(s) > through then stop = true break end
+        if string.match(items[i], '^%d+|s|') then sysRemoved = sysRemoved + 1 end
         removed = removed + 1
       end
       if #items < page then stop = true end
@@ -329,14 +420,26 @@ if n > 0 then
 end
 if removed == len and len > 0 then
   redis.call('UNLINK', KEYS[1])
+  mode = 'new'
 elseif removed > 0 then
   redis.call('LTRIM', KEYS[1], removed, -1)
+  if mode == 'keep' and sysRemoved > 0 then
+    -- The removed system elements are the oldest of the index: drop
+    -- them, keeping the key (and its TTL) and the marker's place. An
+    -- index shorter than that is not the list's: sealIndex drops it.
+    if redis.call('LLEN', KEYS[9]) > sysRemoved then
+      redis.call('LTRIM', KEYS[9], sysRemoved, -1)
+    else
+      mode = nil
+    end
+  end
 end
 if reset then
   redis.call('UNLINK', KEYS[2])
   redis.call('SET', KEYS[5], string.format('%.0f', mark))
 end
-if n > 0 then push(first, 6) end
+if n > 0 then push(first, 6, mode) end
+sealIndex(KEYS[1], KEYS[9], mode)
 redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
 local r = string.format('%d', removed)
@@ -355,19 +458,97 @@ local b = redis.call('LINDEX', KEYS[1], -1)
 return {n, string.match(a, '^(%d+)|') or '', string.match(b, '^(%d+)|') or ''}
 `)
 
-// removeChunkScript: KEYS msgs, ops, opq; ARGV token, through (decimal),
-// limit. It removes at most limit non-system elements with Seq <= through
-// from the head of the list, keeping the system ones in their order ahead
-// of the rest; through is first lowered to the Seq of the list's tail, so
+// tailScript: KEYS msgs, sys (the namespace's index of system messages);
+// ARGV n (>= 1), after (decimals). It returns {'ok', the system elements,
+// the newest n non-system elements with Seq > after (oldest first), how
+// many elements it read from the two lists}, or {'corrupt', list index} or
+// {'corrupt-index', index position}, read in one step: never half of an
+// Append. The system elements come from the index; the others from pages
+// read backwards from the list's tail, each no larger than the number
+// still missing, stopping at the first Seq <= after; pages start at 32
+// elements and double up to 1,000, so reading up to after costs at most
+// about twice what it returns. So it reads the system messages, the
+// messages it returns, the system ones among them and at most one page
+// more: O(what it returns), however long the list. A list without an
+// index (written before there was one), or with a stale one (see
+// sysIndex), is read whole to build it, once — the migration; if that
+// write fails (a full server refusing it), the reply is the same and the
+// next Tail tries again. Every head it returns was
+// checked (headOf), so the decoder never meets one it would reject.
+var tailScript = redis.NewScript(sysIndex + `
+local n, after = tonumber(ARGV[1]), tonumber(ARGV[2])
+local m = markerOf(KEYS[1])
+if not m then return {'ok', {}, {}, 0} end
+local len = redis.call('LLEN', KEYS[1])
+local read = 0
+local sys
+local cur = redis.call('LINDEX', KEYS[2], 0)
+if cur == m then
+  sys = redis.call('LRANGE', KEYS[2], 1, -1)
+  read = #sys
+  for i = 1, #sys do
+    local _, f = headOf(sys[i])
+    if f ~= 's' then return {'corrupt-index', i} end
+  end
+else
+  sys = {}
+  for from = 0, len - 1, 1000 do
+    local items = redis.call('LRANGE', KEYS[1], from, from + 999)
+    read = read + #items
+    for i = 1, #items do
+      local s, f = headOf(items[i])
+      if not s then return {'corrupt', from + i - 1} end
+      if f == 's' then sys[#sys + 1] = items[i] end
+    end
+  end
+  if cur then redis.call('UNLINK', KEYS[2]) end
+  if type(redis.pcall('RPUSH', KEYS[2], m)) == 'number' then
+    pushAll(KEYS[2], sys)
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) end
+  end
+end
+local rest = {}
+local stop = len -- the elements before list index stop are not read yet
+local page = 32
+while stop > 0 and #rest < n do
+  local from = math.max(stop - math.min(n - #rest, page), 0)
+  local items = redis.call('LRANGE', KEYS[1], from, stop - 1)
+  read = read + #items
+  stop = from
+  page = math.min(page * 2, 1000)
+  for i = #items, 1, -1 do
+    local s, f = headOf(items[i])
+    if not s then return {'corrupt', from + i - 1} end
+    if tonumber(s) <= after then stop = 0 break end
+    if f == 'm' then
+      rest[#rest + 1] = items[i]
+      if #rest == n then break end
+    end
+  end
+end
+local out = {}
+for i = #rest, 1, -1 do out[#out + 1] = rest[i] end
+return {'ok', sys, out, read}
+`)
+
+// removeChunkScript: KEYS msgs, ops, opq, sys; ARGV token, through
+// (decimal), limit. It removes at most limit non-system elements with Seq
+// <= through from the head of the list, keeping the system ones in their
+// order ahead of the rest; through is first lowered to the Seq of the list's tail, so
 // the chunks of one RemovePrefix never chase messages appended after it
 // began. It returns {'ok', "<removed> <more> <through>"} — more is 1 when
 // a non-system element with Seq <= through is left — or {'corrupt', list
 // index}, having changed nothing. A chunk that removed something records
 // its reply with the token, so a retry removes nothing more and returns
 // the same count. Its cost is O(limit + the system messages at the head).
-var removeChunkScript = redis.NewScript(tokens + `
+// It keeps every system element, so the index keeps its elements (and
+// gets the list's new ends in its marker), unless the list is left empty:
+// then the index goes too.
+var removeChunkScript = redis.NewScript(tokens + sysIndex + `
 local done = replayed(KEYS[2], ARGV[1])
 if done then return {'ok', done} end
+local mode = indexMode(KEYS[1], KEYS[4])
 local through = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local tail = redis.call('LINDEX', KEYS[1], -1)
@@ -401,6 +582,7 @@ local pttl = redis.call('PTTL', KEYS[1])
 redis.call('LTRIM', KEYS[1], scanned, -1)
 for i = #keep, 1, -1 do redis.call('LPUSH', KEYS[1], keep[i]) end
 if pttl > 0 then redis.call('PEXPIRE', KEYS[1], pttl) end
+sealIndex(KEYS[1], KEYS[4], mode)
 remember(KEYS[2], KEYS[3], ARGV[1], r)
 return {'ok', r}
 `)
@@ -413,8 +595,8 @@ return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), re
 `)
 
 // forgetScript: KEYS seq, nss, forgotten (the slot's), ops, opq, then the
-// msgs, state and cleared keys of every namespace named in ARGV, then any
-// other key of the identity (found by SCAN). It returns {'retry'} when the
+// msgs, state, cleared and sys keys of every namespace named in ARGV, then
+// any other key of the identity (found by SCAN). It returns {'retry'} when the
 // nss set names a namespace the caller did not pass (read the set again),
 // {'wait', microseconds} when the counter is ahead of the clock by less
 // than 2 s (deleting it now could let a Seq be handed out twice), and else
@@ -465,7 +647,7 @@ end
 local f = now
 if last + 1 > f then f = last + 1 end
 local cand = {number(redis.call('GET', KEYS[3]))}
-for i = 8, 5 + 3 * #ARGV, 3 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
+for i = 8, 5 + 4 * #ARGV, 4 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
 for _, v in ipairs(cand) do
   if v + 1 > f then f = v + 1 end
 end

@@ -23,6 +23,10 @@ type held struct {
 	id memstack.Identity
 	// namespaces holds every namespace with a msgs, state or cleared key.
 	namespaces map[string]bool
+	// indexed holds every namespace with a sys key, an index of system
+	// messages: a copy, not data of its own, so it does not make the
+	// identity one Identities lists or Export reads, but Forget deletes it.
+	indexed map[string]bool
 	// other holds the identity's keys outside the layout keysOf names
 	// (none that this package writes), for Forget to delete too.
 	other []string
@@ -122,16 +126,22 @@ func (s *Store) note(out map[string]*held, key string) {
 	suffix = suffix[1:]
 	h := out[tag]
 	if h == nil {
-		h = &held{id: id, namespaces: map[string]bool{}}
+		h = &held{id: id, namespaces: map[string]bool{}, indexed: map[string]bool{}}
 		out[tag] = h
 	}
 	switch suffix {
 	case "seq", "nss", "ops", "opq":
 		return
 	}
-	if ns, kind, ok := strings.Cut(suffix, ":"); ok && validNamespace(ns) && (kind == "msgs" || kind == "state" || kind == "cleared") {
-		h.namespaces[ns] = true
-		return
+	if ns, kind, ok := strings.Cut(suffix, ":"); ok && validNamespace(ns) {
+		switch kind {
+		case "msgs", "state", "cleared":
+			h.namespaces[ns] = true
+			return
+		case "sys":
+			h.indexed[ns] = true
+			return
+		}
 	}
 	h.other = append(h.other, key)
 }
@@ -260,7 +270,7 @@ func (s *Store) Export(ctx context.Context, scope store.Scope) (store.Export, er
 // exportNamespace reads what namespace ns holds for id; ok is false when
 // it holds nothing (any more).
 func (s *Store) exportNamespace(ctx context.Context, op string, id memstack.Identity, ns string) (store.NamespaceExport, bool, error) {
-	m, st, c := s.keysOf(id).inNamespace(ns)
+	m, st, c, _ := s.keysOf(id).inNamespace(ns)
 	res, err := exportScript.Run(ctx, s.client, []string{m, st, c}).Slice()
 	if err != nil {
 		return store.NamespaceExport{}, false, s.failIn(ctx, op, id, ns, err)
@@ -316,11 +326,12 @@ func parseStateValue(str string) (int64, []byte, bool) {
 // forgotten in one step, its slot's forgotten version moved first (a
 // commit that read its state before conflicts). It returns how many of
 // them held messages, state or a Clear mark. Identities that held only
-// bookkeeping keys (a Seq counter, tokens) are removed too, so nothing of
-// the scope is left under the prefix. An error part-way leaves the
-// identities before it forgotten and the rest whole; calling ForgetScope
-// again finishes. Writes racing with it may create identities it does not
-// find: call it when the scope's traffic has stopped, or again.
+// bookkeeping keys (a Seq counter, tokens, an index of system messages)
+// are removed too, so nothing of the scope is left under the prefix. An
+// error part-way leaves the identities before it forgotten and the rest
+// whole; calling ForgetScope again finishes. Writes racing with it may
+// create identities it does not find: call it when the scope's traffic has
+// stopped, or again.
 func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error) {
 	const op = "ForgetScope"
 	if err := s.beginScope(ctx, op, scope); err != nil {

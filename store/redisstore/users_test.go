@@ -72,6 +72,10 @@ func TestForgetScopeLeavesNothingOfTheUser(t *testing.T) {
 	require.NoError(t, stores[0].Append(ctx, markOnly, human("gone")))
 	require.NoError(t, stores[0].Clear(ctx, markOnly))
 	ana = append(ana, markOnly)
+	// One with only an index of system messages left (its list expired a
+	// moment before it): a copy, no data, not listed, but forgotten.
+	indexOnly := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "index-only"}
+	require.NoError(t, raw.RPush(ctx, keysOf(prefix, "recent", indexOnly).sys, "0|i").Err())
 
 	users := stores[1] // any namespace reaches all of them
 	got, err := users.Identities(ctx, store.UserScope("acme", "ana"))
