@@ -21,10 +21,12 @@ type saveKey struct{}
 //	ctx = memstack.WithSaveKey(ctx, requestID)
 //	err := mem.SaveContext(ctx, inputs, outputs) // retried with the same ctx on error
 //
+// A key names one save: draw a fresh one per save (a request ID), since a
+// later save under the same key with the same messages stores nothing.
 // How long a store remembers a key is the store's (package store, "One
-// transcript"): at least two minutes, and in SQLite, PostgreSQL and the
-// in-memory store as long as the message stays stored. An empty key means
-// none.
+// transcript"): in SQLite, PostgreSQL and the in-memory store as long as
+// the turn's first message stays stored, in Redis two minutes. An empty
+// key means none.
 func WithSaveKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, saveKey{}, key)
 }

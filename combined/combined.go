@@ -204,14 +204,14 @@ func New(list []schema.Memory, opts ...Option) (*Memory, error) {
 			m.vars = append(m.vars, v)
 		}
 	}
-	if err := m.checkShared(); err != nil {
-		return nil, err
-	}
 	layers, err := layerNames(m.children, o.names)
 	if err != nil {
 		return nil, err
 	}
 	m.layers = layers
+	if err := m.checkShared(); err != nil {
+		return nil, err
+	}
 	if o.budget != nil {
 		b, err := newBudget(o.budget, len(m.children))
 		if err != nil {

@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
+
+	"github.com/tmc/langchaingo/memory"
+	"github.com/tmc/langchaingo/schema"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 )
 
-// StoreUse says how a memory uses the store that keeps its transcript:
+// StoreUse says how a memory uses a store that keeps its transcript:
 // what New needs to check a stack whose layers share a store.
 type StoreUse struct {
 	// Store is the store the memory keeps its messages in.
@@ -26,53 +30,98 @@ type StoreUse struct {
 	// States names the state values (store.States) the memory keeps per
 	// conversation in the store.
 	States []string
+	// Foreign is set for a memory that keeps its messages in the store
+	// without memstack's rules — a langchaingo memory over
+	// store.AsHistory: it stores every turn again, with no save key, and
+	// its window and token buffers remove messages as they see fit. It
+	// cannot share its store with another layer.
+	Foreign bool
 }
 
-// StoreUser is implemented by memories that keep their transcript in a
-// store.Store (every memory of package memories). New reads it to check
-// that the layers sharing a store keep each other's data; see "One store
-// for a whole stack" in the package documentation.
+// StoreUser is implemented by memories that keep their transcript in
+// stores (every memory of package memories, and Memory itself, which
+// reports its children's). New reads it to check that the layers sharing
+// a store keep each other's data; see "One store for a whole stack" in
+// the package documentation.
 type StoreUser interface {
-	StoreUse() StoreUse
+	// StoreUses returns one StoreUse per store the memory keeps messages
+	// in.
+	StoreUses() []StoreUse
 }
 
-// sameStore reports whether a and b are the same store value. Values of
-// a type that cannot be compared are the same only if they are one
-// pointer-shaped value.
+// StoreUses implements StoreUser: the uses of every child, so a Memory
+// nested in another is checked with the other's children.
+func (m *Memory) StoreUses() []StoreUse {
+	var out []StoreUse
+	for _, c := range m.children {
+		out = append(out, storeUses(c)...)
+	}
+	return out
+}
+
+// storeUses returns what c reports (StoreUser), or, for a langchaingo
+// memory over store.AsHistory, a foreign use of that store.
+func storeUses(c schema.Memory) []StoreUse {
+	if su, ok := c.(StoreUser); ok {
+		return su.StoreUses()
+	}
+	var h schema.ChatMessageHistory
+	switch lc := c.(type) {
+	case *memory.ConversationBuffer:
+		h = lc.ChatHistory
+	case *memory.ConversationWindowBuffer:
+		h = lc.ChatHistory
+	case *memory.ConversationTokenBuffer:
+		h = lc.ChatHistory
+	}
+	if h == nil {
+		return nil
+	}
+	if s, _, ok := store.HistoryStore(h); ok {
+		return []StoreUse{{Store: s, Keeps: -1, Foreign: true}}
+	}
+	return nil
+}
+
+// sameStore reports whether a and b are the same store value. Values
+// that cannot be compared (a struct holding a map) are never the same.
 func sameStore(a, b store.Store) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Type() != vb.Type() || !va.Comparable() || !vb.Comparable() {
 		return false
 	}
-	if ta.Comparable() {
-		return a == b
-	}
-	return false
+	return va.Equal(vb)
 }
 
 // checkShared refuses a stack in which a layer's retention would remove
-// messages another layer on the same store reads, or two layers on one
-// store keep state under the same name.
+// messages another layer on the same store reads, a langchaingo memory
+// over store.AsHistory shares its store with another layer, or two
+// layers on one store keep state under the same name.
 func (m *Memory) checkShared() error {
-	uses := make([]*StoreUse, len(m.children))
+	type use struct {
+		child int
+		StoreUse
+	}
+	var uses []use
 	for i, c := range m.children {
-		if su, ok := c.(StoreUser); ok {
-			u := su.StoreUse()
+		for _, u := range storeUses(c) {
 			if u.Store != nil {
-				uses[i] = &u
+				uses = append(uses, use{i, u})
 			}
 		}
 	}
-	for i, a := range uses {
-		if a == nil {
-			continue
-		}
-		for j, b := range uses {
-			if j == i || b == nil || !sameStore(a.Store, b.Store) {
+	for x, a := range uses {
+		for y, b := range uses {
+			if x == y || a.child == b.child || !sameStore(a.Store, b.Store) {
 				continue
+			}
+			if a.Foreign {
+				return fmt.Errorf("%w: %s keeps its messages in the store it shares with %s (%s) through store.AsHistory: "+
+					"it stores every turn again and may remove messages the other reads; give it a store (or a namespace) of its own",
+					ErrInvalid, m.layer(a.child), m.layer(b.child), describeStore(a.Store))
 			}
 			if a.Keeps >= 0 && (b.Reads == 0 || b.Reads > a.Keeps) {
 				reads := "every message of a conversation"
@@ -82,22 +131,26 @@ func (m *Memory) checkShared() error {
 				return fmt.Errorf("%w: %s removes messages from the store it shares with %s (%s): "+
 					"its retention keeps the newest %d non-system messages, and %s reads %s; "+
 					"give the retention to no layer, or give the layers stores of their own",
-					ErrInvalid, m.name(i), m.name(j), describeStore(a.Store), a.Keeps, m.name(j), reads)
+					ErrInvalid, m.layer(a.child), m.layer(b.child), describeStore(a.Store), a.Keeps, m.layer(b.child), reads)
 			}
-			if j > i {
+			if y > x {
 				for _, s := range a.States {
-					for _, t := range b.States {
-						if s == t {
-							return fmt.Errorf("%w: %s and %s both keep the state %q in one store (%s): "+
-								"give one of them a store (or a namespace) of its own",
-								ErrInvalid, m.name(i), m.name(j), s, describeStore(a.Store))
-						}
+					if slices.Contains(b.States, s) {
+						return fmt.Errorf("%w: %s and %s both keep the state %q in one store (%s): "+
+							"give one of them a store (or a namespace) of its own",
+							ErrInvalid, m.layer(a.child), m.layer(b.child), s, describeStore(a.Store))
 					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// layer names child i in New's errors: its layer name (WithLayerNames, or
+// "<position>:<type>") and its Go type.
+func (m *Memory) layer(i int) string {
+	return fmt.Sprintf("layer %q (%T)", m.layers[i], m.children[i])
 }
 
 // describeStore names a store in errors: its String, else its type.

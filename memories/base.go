@@ -187,14 +187,14 @@ func appendKeyFor(saveKey string, msgs []llms.ChatMessage) string {
 	return "sk1-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// storeUse describes the memory's use of its store for combined.New;
+// storeUses describes the memory's use of its store for combined.New;
 // reads is how many of the newest non-system messages it reads (0: all).
-func (b *base) storeUse(reads int, states ...string) combined.StoreUse {
+func (b *base) storeUses(reads int, states ...string) []combined.StoreUse {
 	u := combined.StoreUse{Store: b.cfg.store, Reads: reads, Keeps: -1, States: states}
 	if r := b.cfg.retention; r != nil {
 		u.Keeps = r.keep
 	}
-	return u
+	return []combined.StoreUse{u}
 }
 
 // retain applies the memory's retention (WithRetention), if it has one,
@@ -205,19 +205,19 @@ func (b *base) retain(ctx context.Context, id memstack.Identity, slack int, limi
 	}
 }
 
-// StoreUse implements combined.StoreUser: a Buffer reads every message.
-func (b *Buffer) StoreUse() combined.StoreUse { return b.storeUse(0) }
+// StoreUses implements combined.StoreUser: a Buffer reads every message.
+func (b *Buffer) StoreUses() []combined.StoreUse { return b.storeUses(0) }
 
-// StoreUse implements combined.StoreUser: a Summary reads every message
+// StoreUses implements combined.StoreUser: a Summary reads every message
 // its summary does not cover yet, and keeps its summary in the state
 // SummaryStateName.
-func (m *Summary) StoreUse() combined.StoreUse { return m.storeUse(0, SummaryStateName) }
+func (m *Summary) StoreUses() []combined.StoreUse { return m.storeUses(0, SummaryStateName) }
 
-// StoreUse implements combined.StoreUser: Facts reads the messages it
+// StoreUses implements combined.StoreUser: Facts reads the messages it
 // has not extracted from yet, and keeps its facts in the state
 // FactsStateName.
-func (m *Facts) StoreUse() combined.StoreUse { return m.storeUse(0, FactsStateName) }
+func (m *Facts) StoreUses() []combined.StoreUse { return m.storeUses(0, FactsStateName) }
 
-// StoreUse implements combined.StoreUser: Recall searches every message,
+// StoreUses implements combined.StoreUser: Recall searches every message,
 // and keeps its index's bookkeeping in the state RecallStateName.
-func (m *Recall) StoreUse() combined.StoreUse { return m.storeUse(0, RecallStateName) }
+func (m *Recall) StoreUses() []combined.StoreUse { return m.storeUses(0, RecallStateName) }

@@ -104,8 +104,12 @@
 // save; a retried save with the same key stores nothing twice), and each
 // layer keeps what it derives — a summary, facts, an index — in a state
 // value of its own (SummaryStateName, FactsStateName, RecallStateName), so
-// two layers of the same type need stores of their own (combined.New says
-// so). Layers on different stores each keep their copy.
+// two Summary, two Facts or two Recall layers need stores (or namespaces)
+// of their own (combined.New says so); two windows or two Buffers can
+// share one. Layers on different stores each keep their copy. A
+// langchaingo memory over store.AsHistory of the same store cannot share
+// it: it stores every turn again and its windows remove messages
+// (combined.New refuses it).
 //
 // Errors: a constructor that returns an error rejects bad arguments and
 // options with an error wrapping ErrInvalidOption that names the option.

@@ -224,9 +224,11 @@ type FactsStats struct {
 // (retried on store.ErrConflict), so every backend persists them, two
 // processes sharing a store never lose each other's facts, and a new Facts
 // over the same store resumes where the last one stopped. The messages are
-// kept too (they are the facts' sources): Facts never removes messages, so
-// give it a store of its own. The history is never pruned; its size grows
-// with the number of distinct values learnt.
+// kept too (they are the facts' sources): Facts never removes messages,
+// and it may share its store with the other layers of a stack (package
+// memories, Storage), as long as no other Facts keeps its state there.
+// The history is never pruned; its size grows with the number of distinct
+// values learnt.
 //
 // With WithFactsPerUser the facts are kept for the Tenant and User of the
 // identity, shared by all their conversations (the messages still by

@@ -248,8 +248,10 @@ type RecallEvent struct {
 // One Recall serves many identities: each identity's units are indexed
 // under its own scope (memstack.Identity.Key), and a search never returns
 // another identity's unit. A Recall only shows units that are in
-// its store, so give it a store nobody trims (not one a RecentN or a
-// Summary shares). Clear removes the identity's messages and its index
+// its store: it may share the store with the other layers of a stack,
+// which remove nothing unless given a retention, and combined.New refuses
+// a retention there that would remove what Recall searches (package
+// memories, Storage). Clear removes the identity's messages and its index
 // entries (a vector store that cannot delete keeps stale vectors, which are
 // never shown: Seqs are never reused). An index value serves one Recall.
 //

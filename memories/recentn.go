@@ -25,7 +25,9 @@ import (
 //
 // RecentN is a view: a load reads the pinned system messages and the
 // newest messages (store.Messages.Tail), so it costs O(n) however long the
-// conversation has run, and it never removes a message from its store —
+// conversation has run (when the newest messages are tool results, a load
+// also reads back to the message their run starts with, to know whether
+// they are a group and what it costs), and it never removes a message from its store —
 // other layers may read the same transcript (package store, "One
 // transcript"). To keep the store itself small, give it a retention
 // (WithRetention(KeepLast(k)), k >= n): it then removes messages older
@@ -116,9 +118,9 @@ func (m *RecentN) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	return m.variables(w.messages())
 }
 
-// StoreUse implements combined.StoreUser: a RecentN reads the newest n
+// StoreUses implements combined.StoreUser: a RecentN reads the newest n
 // messages.
-func (m *RecentN) StoreUse() combined.StoreUse { return m.storeUse(m.n) }
+func (m *RecentN) StoreUses() []combined.StoreUse { return m.storeUses(m.n) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *RecentN) Clear(ctx context.Context) error {

@@ -769,10 +769,12 @@ func (m *Summary) readState(ctx context.Context, id identity) (summaryState, int
 
 // unsummarized reads id's summary state, then the system messages and
 // the non-system messages the summary does not cover (store Tail after
-// the covered Seq), both in order: what a load shows. Under a retention
-// a fold committed between the two reads may remove messages the state
-// read does not cover yet, so the state is read again and the pair
-// retried until it is unchanged.
+// the covered Seq), both in order: what a load shows. The state is read
+// again after the messages and the pair retried until it is unchanged: a
+// Clear in between (by any replica) would otherwise pair the cleared
+// summary with messages saved after the Clear, and under a retention a
+// fold committed in between may remove messages the first read does not
+// cover.
 func (m *Summary) unsummarized(ctx context.Context, id identity) (summaryState, []store.Record, []store.Record, error) {
 	for attempt := 0; ; attempt++ {
 		st, version, err := m.readState(ctx, id)
@@ -783,8 +785,12 @@ func (m *Summary) unsummarized(ctx context.Context, id identity) (summaryState, 
 		if err != nil {
 			return summaryState{}, nil, nil, fmt.Errorf("memstack: loading history: %w", err)
 		}
-		if m.cfg.retention != nil && attempt < 8 {
-			if _, again, err := m.readState(ctx, id); err == nil && again != version {
+		if attempt < 8 {
+			_, again, err := m.readState(ctx, id)
+			if err != nil {
+				return summaryState{}, nil, nil, err
+			}
+			if again != version {
 				continue
 			}
 		}

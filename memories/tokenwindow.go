@@ -171,9 +171,9 @@ func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any)
 	return m.variables(w.messages())
 }
 
-// StoreUse implements combined.StoreUser: how many messages a TokenWindow
+// StoreUses implements combined.StoreUser: how many messages a TokenWindow
 // reads depends on their lengths, so it counts as reading them all.
-func (m *TokenWindow) StoreUse() combined.StoreUse { return m.storeUse(0) }
+func (m *TokenWindow) StoreUses() []combined.StoreUse { return m.storeUses(0) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *TokenWindow) Clear(ctx context.Context) error {

@@ -137,7 +137,10 @@ const firstRead = 8
 // too) or the oldest messages read are tool results whose call was not
 // read; never when fewer than asked for came back (nothing older is
 // stored). So the window is the one pick would choose from every stored
-// message, read at a cost of O(the window).
+// message, read at a cost of O(the window) — plus, when the window's
+// oldest messages are a run of tool results, the rest of that run back to
+// the message it starts with (a call, or none: results without a call),
+// which deciding the window needs.
 func loadWindow(ctx context.Context, s store.Store, id memstack.Identity, k int, pick func([]store.Record) windowed) (windowed, error) {
 	for {
 		recs, err := s.Tail(ctx, id, k, 0)
@@ -156,11 +159,16 @@ func loadWindow(ctx context.Context, s store.Store, id memstack.Identity, k int,
 // retain removes, under a retention of keep messages, the non-system
 // messages of id older than its newest keep ones, and never one with a
 // Seq after limit (a Summary passes the Seq its summary covers, a window
-// math.MaxInt64). The cut moves back to a group boundary, so a tool call
-// is never removed while a result of it is kept. It removes once more
-// than slack messages beyond keep are stored, and is housekeeping: the
-// turn is already stored and a load never depends on it, so a failure is
-// left for the next save to retry.
+// math.MaxInt64). The cut moves back to the start of a turn (a human
+// message), so no unit a save stored is split — a turn's answer is never
+// kept without its question, a tool call never removed while a result of
+// it is kept, and the append key a store keeps with a unit's first message
+// (store.WithAppendKey) stays as long as any of the unit does; in a
+// conversation without human messages, to the start of a group (a message
+// that is not a tool result). It removes once more than slack messages
+// beyond keep are stored, and is housekeeping: the turn is already stored
+// and a load never depends on it, so a failure is left for the next save
+// to retry.
 func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slack int, limit int64) {
 	st, err := s.Stat(ctx, id)
 	if err != nil || st.Count <= keep+slack {
@@ -168,16 +176,29 @@ func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slac
 	}
 	through := limit
 	if keep > 0 {
-		recs, err := s.Tail(ctx, id, keep+1+retainLookBack, 0)
+		recs, err := s.Tail(ctx, id, keep+1+max(slack, retainLookBack), 0)
 		if err != nil {
 			return
 		}
 		_, rest := split(recs)
-		if len(rest) <= keep {
-			return
+		if len(rest) <= keep+slack {
+			return // the rest are system messages
+		}
+		human := false
+		for _, r := range rest {
+			if r.Message.GetType() == llms.ChatMessageTypeHuman {
+				human = true
+				break
+			}
+		}
+		starts := func(r store.Record) bool {
+			if human {
+				return r.Message.GetType() == llms.ChatMessageTypeHuman
+			}
+			return !isToolResult(r.Message)
 		}
 		c := len(rest) - keep - 1 // the newest message to remove
-		for c >= 0 && (isToolResult(rest[c+1].Message) || rest[c].Seq > limit) {
+		for c >= 0 && (!starts(rest[c+1]) || rest[c].Seq > limit) {
 			c--
 		}
 		switch {

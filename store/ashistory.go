@@ -61,6 +61,18 @@ func AsHistory(s Store, id memstack.Identity) schema.ChatMessageHistory {
 	return &storeHistory{s: s, id: id}
 }
 
+// HistoryStore returns the store and identity a history made by AsHistory
+// keeps its messages in, and whether h is such a history: how
+// combined.New finds a langchaingo memory that shares a store with other
+// layers.
+func HistoryStore(h schema.ChatMessageHistory) (Store, memstack.Identity, bool) {
+	sh, ok := h.(*storeHistory)
+	if !ok || sh == nil || sh.s == nil {
+		return nil, memstack.Identity{}, false
+	}
+	return sh.s, sh.id, true
+}
+
 type storeHistory struct {
 	s  Store
 	id memstack.Identity

@@ -111,11 +111,14 @@
 //     save), and the store keeps the first Append under a key and
 //     ignores the rest, even when they race — so four layers on one
 //     store, or a save retried after an error, store the turn once. A
-//     backend remembers a key at least as long as the unit's first
-//     message stays stored, or for two minutes, whichever is shorter
-//     (SQLite, PostgreSQL and InMemory keep it with the message;
-//     redisstore keeps it for two minutes, like its write tokens); after
-//     a Clear or Forget of the identity it may or may not remember it.
+//     backend remembers a key while the unit's first message is stored,
+//     or for at least two minutes after the Append, whichever is shorter:
+//     SQLite, PostgreSQL and InMemory keep it with the unit's first
+//     message (a retention cuts at the start of a turn, so it never
+//     removes that message and keeps the rest); redisstore keeps it for
+//     two minutes, like its write tokens; History keeps it in process
+//     memory, per History value. After a Clear or Forget of the identity
+//     a backend may or may not remember it.
 //
 // Reads cost what they return: Last and Tail read the newest messages
 // (and Tail the pinned system ones) without touching the rest of the
@@ -266,9 +269,9 @@ type Messages interface {
 // ProcessState is implemented by a Store whose state values live in
 // process memory only while its messages may outlive the process — History,
 // over a langchaingo history that may be persistent. A memory that moves
-// messages into its state refuses such a store: memories.Summary folds
-// messages into its summary and removes them, so after a restart they
-// would be gone.
+// messages into its state refuses such a store: memories.Summary under a
+// retention folds messages into its summary and removes them, so after a
+// restart they would be gone.
 type ProcessState interface {
 	// StateInProcess reports whether the store keeps its state values in
 	// process memory only.

@@ -187,7 +187,7 @@ func TestOneStore_RetentionThatWouldLoseDataIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = combined.New([]schema.Memory{recent, recall})
 	require.ErrorIs(t, err, combined.ErrInvalid)
-	assert.ErrorContains(t, err, "child 1 (*memories.RecentN) removes messages from the store it shares with child 2 (*memories.Recall) (*store.InMemory)")
+	assert.ErrorContains(t, err, `layer "1:RecentN" (*memories.RecentN) removes messages from the store it shares with layer "2:Recall" (*memories.Recall) (*store.InMemory)`)
 
 	// A retention that keeps what every other layer reads is fine, and so
 	// is the same stack on separate stores.
