@@ -479,12 +479,7 @@ func TestBudgetSummaryDropsRawThenSummaryThenSystem(t *testing.T) {
 
 func storedSummary(t *testing.T, ctx context.Context, st store.Store) string {
 	t.Helper()
-	s, err := st.GetState(ctx, memstackZero, memories.SummaryStateName)
-	require.NoError(t, err)
-	var v struct {
-		Summary string `json:"summary"`
-	}
-	require.NoError(t, json.Unmarshal(s.Value, &v))
+	v := storedSummaryState(t, ctx, st, memstackZero)
 	require.NotEmpty(t, v.Summary)
 	return v.Summary
 }
@@ -839,17 +834,24 @@ func checkWhole(t *testing.T, ctx context.Context, desc string, sc stackChild, g
 	require.Truef(t, joinOf(s, parts), "%s: child %s: %q is not whole messages", desc, sc.kind, s)
 }
 
-// storedThrough returns the Seq the stored summary of id covers through.
-func storedThrough(t *testing.T, ctx context.Context, st store.Store, id memstack.Identity) int64 {
+// storedSummaryState reads the summary state a Summary keeps for id.
+func storedSummaryState(t *testing.T, ctx context.Context, st store.Store, id memstack.Identity) (v struct {
+	Summary string `json:"summary"`
+	Through int64  `json:"through"`
+}) {
 	t.Helper()
 	s, err := st.GetState(ctx, id, memories.SummaryStateName)
 	require.NoError(t, err)
-	var v struct {
-		Through int64 `json:"through"`
-	}
 	require.NoError(t, json.Unmarshal(s.Value, &v))
-	require.Positive(t, v.Through)
-	return v.Through
+	return v
+}
+
+// storedThrough returns the Seq the stored summary of id covers through.
+func storedThrough(t *testing.T, ctx context.Context, st store.Store, id memstack.Identity) int64 {
+	t.Helper()
+	through := storedSummaryState(t, ctx, st, id).Through
+	require.Positive(t, through)
+	return through
 }
 
 func storedSummaryOf(t *testing.T, s store.State) string {
