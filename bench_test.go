@@ -45,6 +45,7 @@ import (
 
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/memory"
 	"github.com/tmc/langchaingo/schema"
@@ -188,11 +189,13 @@ func newTokenWindowMem(b *testing.B, n int) schema.Memory {
 }
 
 func newCombinedMem(b *testing.B, n int) schema.Memory {
-	recent, err := memories.NewRecentN(10, memories.WithMemoryKey("recent"))
+	// One store for the stack: each turn is stored once.
+	st := store.NewInMemory()
+	recent, err := memories.NewRecentN(10, memories.WithMemoryKey("recent"), memories.WithStore(st))
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := combined.New([]schema.Memory{memories.NewBuffer(), recent})
+	m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(st)), recent})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -283,8 +286,8 @@ func newConversationTokenBufferMem(b *testing.B, n int) schema.Memory {
 
 var turnMemories = []benchMemory{
 	{name: "memstack.Buffer", grows: true, build: func(b *testing.B, n int) schema.Memory { return newBufferMem(b, n) }},
-	{name: "memstack.RecentN10", build: newRecentNMem},
-	{name: "memstack.TokenWindow2000", build: newTokenWindowMem},
+	{name: "memstack.RecentN10", grows: true, build: newRecentNMem},
+	{name: "memstack.TokenWindow2000", grows: true, build: newTokenWindowMem},
 	{name: "memstack.CombinedBufferRecentN10", grows: true, build: newCombinedMem},
 	{name: "langchaingo.ConversationBuffer", grows: true, build: newConversationBufferMem},
 	{name: "langchaingo.ConversationWindowBuffer5", build: newConversationWindowBufferMem},
@@ -334,15 +337,14 @@ func (c *cpuClock) report(b *testing.B) {
 //
 // The work per op must not depend on b.N; each op adds a turn (2 messages).
 //
-//   - The windowed memories (RecentN, TokenWindow and langchaingo's window
-//     and token buffers) are bounded: after N+2k messages they hold what
-//     they hold after N, so the extra turns change nothing. Each is built
-//     once per sub-benchmark, by saving N messages, and reused by the
-//     successive runs the testing package makes of it (while it sizes b.N,
-//     and for -count), which keeps the 100,000-message setup of TokenWindow,
-//     a few seconds, from being repeated.
-//   - The memories that keep every message (Buffer, the combined memory that
-//     holds one, ConversationBuffer) would grow from N to N+2·b.N messages.
+//   - langchaingo's window and token buffers are bounded: after N+2k
+//     messages they hold what they hold after N, so the extra turns change
+//     nothing. Each is built once per sub-benchmark, by saving N messages,
+//     and reused by the successive runs the testing package makes of it
+//     (while it sizes b.N, and for -count).
+//   - The memories that keep every message (every memstack memory: none
+//     removes a message without a retention; ConversationBuffer) would
+//     grow from N to N+2·b.N messages.
 //     The loop keeps their history centred on N: it builds them h turns
 //     short of N/2 turns and, every 2h ops, builds them again with the timer
 //     stopped, so the history swings between N-2h and N+2h messages, N on

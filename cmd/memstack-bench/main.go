@@ -68,8 +68,9 @@
 //     run, which makes that memory a little faster than it is in a program
 //     that keeps its log.
 //
-// The memories that keep every message (Buffer, CombinedMemory, Facts,
-// Recall and langchaingo's ConversationBuffer) grow by two messages per
+// The memories that keep every message (every memstack memory: none
+// removes a message without a retention; and langchaingo's
+// ConversationBuffer) grow by two messages per
 // turn. To keep their history at N on average, they are built with N-2h-6
 // messages, warmed by 3 untimed turns and rebuilt, outside the timed
 // region, after every 2h timed turns, so the history swings between N-2h

@@ -63,11 +63,11 @@ func subjects() []subject {
 	return []subject{
 		{name: "Buffer", library: libMemstack, pair: 0, grows: true, build: buildBuffer},
 		{name: "ConversationBuffer", library: libLangchaingo, pair: 0, grows: true, build: buildConversationBuffer},
-		{name: "RecentN(10)", library: libMemstack, pair: 1, build: buildRecentN},
+		{name: "RecentN(10)", library: libMemstack, pair: 1, grows: true, build: buildRecentN},
 		{name: "ConversationWindowBuffer(5)", library: libLangchaingo, pair: 1, build: buildWindowBuffer},
-		{name: "TokenWindow(2000)", library: libMemstack, pair: 2, build: buildTokenWindow},
+		{name: "TokenWindow(2000)", library: libMemstack, pair: 2, grows: true, build: buildTokenWindow},
 		{name: "ConversationTokenBuffer(2000)", library: libLangchaingo, pair: 2, build: buildTokenBuffer},
-		{name: "Summary (extractive)", library: libMemstack, pair: 3, minTurns: 30, build: buildSummary},
+		{name: "Summary (extractive)", library: libMemstack, pair: 3, grows: true, minTurns: 30, build: buildSummary},
 		{name: "CombinedMemory(Buffer, RecentN(10))", library: libMemstack, pair: 4, grows: true, build: buildCombined},
 		{name: "Facts (pattern extractor)", library: libMemstack, pair: 5, grows: true, mayLoadEmpty: true, build: buildFacts},
 		{name: "Recall (BM25)", library: libMemstack, pair: 6, grows: true, build: buildRecall},
@@ -158,19 +158,17 @@ func buildSummary(ctx context.Context, c *corpus, n int) (schema.Memory, error) 
 }
 
 func buildCombined(ctx context.Context, c *corpus, n int) (schema.Memory, error) {
-	fullStore, err := prefilledStore(ctx, c, n)
+	// One store for the stack: the turn is stored once, both layers read
+	// it.
+	st, err := prefilledStore(ctx, c, n)
 	if err != nil {
 		return nil, err
 	}
-	recentStore, err := prefilledStore(ctx, c, n)
+	recent, err := memories.NewRecentN(10, memories.WithMemoryKey("recent"), memories.WithStore(st))
 	if err != nil {
 		return nil, err
 	}
-	recent, err := memories.NewRecentN(10, memories.WithMemoryKey("recent"), memories.WithStore(recentStore))
-	if err != nil {
-		return nil, err
-	}
-	m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(fullStore)), recent})
+	m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(st)), recent})
 	if err != nil {
 		return nil, err
 	}
