@@ -222,7 +222,7 @@ func renderWindows(b *strings.Builder, r *results) {
 	}
 	small, large := sizes[0], sizes[len(sizes)-1]
 	p("\n%s\n\n", headWindows)
-	p("One conversation of N messages (a system prompt, then turns) in the store, the stack's one transcript; each memory saves one turn (Summary folds all but its 15 raw messages into its summary) and then loads %d times (`LoadMemoryVariables`, string mode). ", r.cfg.windowSamples)
+	p("One conversation of %s and one of %s messages (a system prompt, then turns) in the store, each the stack's one transcript; each memory saves one turn in both (Summary folds all but its 15 raw messages into its summary) and then loads %d times from each (`LoadMemoryVariables`, string mode), the two conversations alternating so both are measured under the same machine load. ", fmtCount(small), fmtCount(large), r.cfg.windowSamples)
 	p("A load reads the pinned system messages and the newest messages (`store.Messages.Tail`), never the whole conversation, so it should cost the same at %s messages as at %s: the last column is the ratio of the p50s.\n\n", fmtCount(large), fmtCount(small))
 	p("| backend | memory | %s p50 | %s p95 | %s p50 | %s p95 | %s ÷ %s |\n|---|---|---:|---:|---:|---:|---:|\n",
 		fmtCount(small), fmtCount(small), fmtCount(large), fmtCount(large), fmtCount(large), fmtCount(small))

@@ -158,16 +158,16 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 				b.name, n, sz.Stat, sz.Append, sz.RemovePrefix, sz.StatAfter, sz.AppendAfter)
 			row.sizes = append(row.sizes, sz)
 		}
-		for _, n := range cfg.windowSizes {
-			ws, err := measureWindows(ctx, s, n, cfg.windowSamples)
+		if len(cfg.windowSizes) > 0 {
+			ws, err := measureWindows(ctx, s, cfg.windowSizes, cfg.windowSamples)
 			if err != nil {
 				release()
-				return nil, fmt.Errorf("measuring window loads on the %s store at %d messages: %w", b.name, n, err)
+				return nil, fmt.Errorf("measuring window loads on the %s store: %w", b.name, err)
 			}
 			for _, w := range ws {
-				fmt.Fprintf(progress, "stores: %-28s %d messages: %s load p50 %v, p95 %v\n", b.name, n, w.memory, w.p50, w.p95)
+				fmt.Fprintf(progress, "stores: %-28s %d messages: %s load p50 %v, p95 %v\n", b.name, w.messages, w.memory, w.p50, w.p95)
 			}
-			row.windows = append(row.windows, ws...)
+			row.windows = ws
 		}
 		release()
 		rows = append(rows, row)

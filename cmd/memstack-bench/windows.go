@@ -40,35 +40,25 @@ var windowMemories = []struct {
 	}},
 }
 
-// measureWindows fills one fresh conversation of s with a system prompt
-// and messages-1 messages of the bench corpus (Appends of up to 1,000,
-// what SaveContext stores), saves one more turn through each memory —
-// RecentN and TokenWindow store it; Summary folds all but its raw
+// measureWindows fills one fresh conversation of s per size in sizes, each
+// with a system prompt and size-1 messages of the bench corpus (Appends of
+// up to 1,000, what SaveContext stores), saves one more turn through each
+// memory — RecentN and TokenWindow store it; Summary folds all but its raw
 // messages into its summary in one summarizer call — and then times
-// samples loads of each (LoadMemoryVariables, string mode) after three
-// untimed ones. The conversation is forgotten afterwards.
-func measureWindows(ctx context.Context, s store.Store, messages, samples int) ([]windowResult, error) {
+// samples loads of each memory in each conversation (LoadMemoryVariables,
+// string mode), after three untimed ones. The loads of the conversations
+// alternate, one of each per round, so the sizes are compared under the
+// same machine load. The conversations are forgotten afterwards.
+func measureWindows(ctx context.Context, s store.Store, sizes []int, samples int) ([]windowResult, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	id := memstack.Identity{Tenant: "bench-windows", User: hex.EncodeToString(b[:]), Conversation: "long"}
-	defer func() { _ = s.Forget(context.WithoutCancel(ctx), id) }()
-	ctx = memstack.WithIdentity(ctx, id)
-	if err := s.Append(ctx, id, llms.SystemChatMessage{Content: "You are a helpful assistant. Be brief."}); err != nil {
-		return nil, fmt.Errorf("filling the conversation: %w", err)
-	}
-	batch := make([]llms.ChatMessage, 0, 1000)
-	for n := 1; n < messages; {
-		batch = batch[:0]
-		for len(batch) < cap(batch) && n < messages {
-			if n%2 == 1 {
-				batch = append(batch, llms.HumanChatMessage{Content: humanText(n / 2)})
-			} else {
-				batch = append(batch, llms.AIChatMessage{Content: aiText(n / 2)})
-			}
-			n++
-		}
-		if err := s.Append(ctx, id, batch...); err != nil {
-			return nil, fmt.Errorf("filling the conversation: %w", err)
+	user := hex.EncodeToString(b[:])
+	ids := make([]memstack.Identity, len(sizes))
+	for i, size := range sizes {
+		ids[i] = memstack.Identity{Tenant: "bench-windows", User: user, Conversation: fmt.Sprintf("long-%d", size)}
+		defer func() { _ = s.Forget(context.WithoutCancel(ctx), ids[i]) }()
+		if err := fillConversation(ctx, s, ids[i], size); err != nil {
+			return nil, err
 		}
 	}
 	var out []windowResult
@@ -77,26 +67,72 @@ func measureWindows(ctx context.Context, s store.Store, messages, samples int) (
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", wm.name, err)
 		}
-		t := newTurn(messages)
-		if err := m.SaveContext(ctx, t.in, t.out); err != nil {
-			return nil, fmt.Errorf("%s: saving a turn: %w", wm.name, err)
-		}
-		times := make([]time.Duration, 0, samples)
-		for i := range samples + 3 {
-			t0 := time.Now()
-			if _, err := m.LoadMemoryVariables(ctx, nil); err != nil {
-				return nil, fmt.Errorf("%s: loading: %w", wm.name, err)
-			}
-			if i >= 3 {
-				times = append(times, time.Since(t0))
-			}
-		}
+		res, err := timeLoads(ctx, m, ids, sizes, samples)
 		if c, ok := m.(interface{ Close() error }); ok {
 			_ = c.Close()
 		}
-		slices.Sort(times)
-		out = append(out, windowResult{memory: wm.name, messages: messages,
-			p50: times[len(times)/2], p95: times[min(len(times)-1, len(times)*95/100)]})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", wm.name, err)
+		}
+		for i := range res {
+			res[i].memory = wm.name
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// fillConversation appends a system prompt and size-1 messages to id.
+func fillConversation(ctx context.Context, s store.Store, id memstack.Identity, size int) error {
+	if err := s.Append(ctx, id, llms.SystemChatMessage{Content: "You are a helpful assistant. Be brief."}); err != nil {
+		return fmt.Errorf("filling the conversation: %w", err)
+	}
+	batch := make([]llms.ChatMessage, 0, 1000)
+	for n := 1; n < size; {
+		batch = batch[:0]
+		for len(batch) < cap(batch) && n < size {
+			if n%2 == 1 {
+				batch = append(batch, llms.HumanChatMessage{Content: humanText(n / 2)})
+			} else {
+				batch = append(batch, llms.AIChatMessage{Content: aiText(n / 2)})
+			}
+			n++
+		}
+		if err := s.Append(ctx, id, batch...); err != nil {
+			return fmt.Errorf("filling the conversation: %w", err)
+		}
+	}
+	return nil
+}
+
+// timeLoads saves one turn of m in every conversation of ids, then times
+// samples loads of each, alternating between the conversations (the first
+// three rounds untimed), and returns p50 and p95 per conversation.
+func timeLoads(ctx context.Context, m schema.Memory, ids []memstack.Identity, sizes []int, samples int) ([]windowResult, error) {
+	for i, id := range ids {
+		t := newTurn(sizes[i])
+		if err := m.SaveContext(memstack.WithIdentity(ctx, id), t.in, t.out); err != nil {
+			return nil, fmt.Errorf("saving a turn: %w", err)
+		}
+	}
+	times := make([][]time.Duration, len(ids))
+	for round := range samples + 3 {
+		for k := range ids {
+			i := (k + round) % len(ids) // alternate which size goes first
+			lctx := memstack.WithIdentity(ctx, ids[i])
+			t0 := time.Now()
+			if _, err := m.LoadMemoryVariables(lctx, nil); err != nil {
+				return nil, fmt.Errorf("loading: %w", err)
+			}
+			if round >= 3 {
+				times[i] = append(times[i], time.Since(t0))
+			}
+		}
+	}
+	out := make([]windowResult, len(ids))
+	for i, ts := range times {
+		slices.Sort(ts)
+		out[i] = windowResult{messages: sizes[i], p50: ts[len(ts)/2], p95: ts[min(len(ts)-1, len(ts)*95/100)]}
 	}
 	return out, nil
 }
