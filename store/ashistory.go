@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
+	"sync"
 
 	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
@@ -26,26 +26,29 @@ import (
 //   - Messages: All, as fresh copies the caller may change.
 //   - Clear: Store.Clear — which also removes id's state values in s's
 //     namespace (a summary a memstack memory keeps there, for example).
-//   - SetMessages: the smallest change that makes the conversation the
-//     given list. langchaingo's window memories (ConversationWindowBuffer,
-//     ConversationTokenBuffer) call it with the stored list minus its
-//     oldest messages, maybe plus new ones at the end: then the oldest
-//     messages are removed and the new ones appended in one atomic step
-//     (Rewriter), and id's state values and the Seqs of the kept
-//     messages stay — a summary or facts that a memstack memory keeps in
-//     the same store survive every turn. (An empty list is such a trim:
-//     every message goes, the state stays; Clear is the call that wipes
-//     the state too.) A list that keeps none of the stored messages
-//     replaces them and, like Clear, removes id's state values and moves
-//     its absent version, in one atomic step too. A store that is not a
-//     Rewriter gets the same result in two steps — RemovePrefix then
-//     Append, or Clear then Append — that a crash can leave half done.
-//     SetMessages works on what it reads first: a message another writer
-//     appends meanwhile is kept, after the list; and a Clear between a
-//     caller's Messages and its SetMessages cannot be told from an empty
-//     history, so the list the caller derived from the cleared messages
-//     is stored again (langchaingo's buffers read, then set) — clear
-//     through the memory that uses the history, not around it.
+//   - SetMessages: the smallest change that makes what the caller read
+//     the given list, never touching id's state values, and never removing
+//     a message the caller did not read. langchaingo's window memories
+//     (ConversationWindowBuffer, ConversationTokenBuffer) read the history
+//     (Messages) and then call SetMessages with the list minus its oldest
+//     messages: the oldest messages are removed (and any new ones
+//     appended) in one atomic step (Rewriter), and id's state values and
+//     the Seqs of the kept messages stay — a summary or facts that a
+//     memstack memory keeps in the same store survive every turn. A list
+//     that keeps none of the messages read replaces them, in one step too.
+//     What the caller read is what the last Messages of this history
+//     value returned (or, without one, everything stored): a message
+//     another writer appended after that read — another replica's turn —
+//     stays, after the messages kept, and a Clear or Forget of id after
+//     that read makes SetMessages fail with an error wrapping ErrConflict
+//     rather than write the cleared messages back (read again, then set).
+//     A history value shared by goroutines that interleave Messages and
+//     SetMessages cannot tell whose read a SetMessages follows: give each
+//     its own AsHistory value, as each langchaingo memory is. Between the
+//     check for a Clear and the rewrite a Clear can still slip in; the
+//     window is one store call. A store that is not a Rewriter gets the
+//     same result in two steps — RemovePrefix, which keeps system
+//     messages, then Append — that a crash can leave half done.
 //
 // langchaingo's ChatMessageHistory methods take no identity; the one given
 // here is used for every call, whatever identity the call's ctx carries.
@@ -76,6 +79,17 @@ func HistoryStore(h schema.ChatMessageHistory) (Store, memstack.Identity, bool) 
 type storeHistory struct {
 	s  Store
 	id memstack.Identity
+
+	mu   sync.Mutex
+	read view // what the last Messages read, for the next SetMessages
+}
+
+// view is what a Messages call read: the records it returned and the
+// absent version of historyStateName then.
+type view struct {
+	ok     bool
+	recs   []Record
+	absent int64
 }
 
 var _ schema.ChatMessageHistory = (*storeHistory)(nil)
@@ -113,15 +127,25 @@ func (h *storeHistory) Clear(ctx context.Context) error {
 	return h.s.Clear(ctx, h.id)
 }
 
-// Messages implements schema.ChatMessageHistory.
+// Messages implements schema.ChatMessageHistory. It notes what it read —
+// the newest Seq, and the absent version a Clear or Forget would move —
+// for the next SetMessages of this history value.
 func (h *storeHistory) Messages(ctx context.Context) ([]llms.ChatMessage, error) {
 	if err := h.check(); err != nil {
+		return nil, err
+	}
+	st, err := h.s.GetState(ctx, h.id, historyStateName)
+	if err != nil {
 		return nil, err
 	}
 	recs, err := h.s.All(ctx, h.id)
 	if err != nil {
 		return nil, err
 	}
+	v := view{ok: true, absent: st.Version, recs: recs}
+	h.mu.Lock()
+	h.read = v
+	h.mu.Unlock()
 	out := make([]llms.ChatMessage, len(recs))
 	for i, r := range recs {
 		out[i] = CloneMessage(r.Message)
@@ -139,54 +163,64 @@ func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMess
 			return fmt.Errorf("%w: SetMessages: message %d of %d is nil", ErrInvalidArgument, i+1, len(messages))
 		}
 	}
-	recs, err := h.s.All(ctx, h.id)
-	if err != nil {
-		return err
+	h.mu.Lock()
+	read := h.read
+	h.read = view{} // a view is used once: the next SetMessages reads anew
+	h.mu.Unlock()
+	// What the caller saw: what the last Messages of this value read, else
+	// what is stored now. The list given is read against it — the first k
+	// seen messages go, the rest stay, what follows them in the list is
+	// new — and applied to the store: messages another writer appended
+	// after the read stay, in their place, and messages it removed after
+	// the read (another replica's window trimming the same conversation)
+	// stay removed.
+	seen := read.recs
+	if read.ok {
+		st, err := h.s.GetState(ctx, h.id, historyStateName)
+		if err != nil {
+			return err
+		}
+		if st.Version != read.absent {
+			return fmt.Errorf("store: SetMessages: %w: the conversation was cleared (or forgotten) after Messages read it; read it again", ErrConflict)
+		}
+	} else {
+		recs, err := h.s.All(ctx, h.id)
+		if err != nil {
+			return err
+		}
+		seen = recs
 	}
-	k, err := overlap(recs, messages)
+	k, err := overlap(seen, messages)
 	if err != nil {
 		return fmt.Errorf("store: SetMessages: %w", err)
 	}
-	add := messages[len(recs)-k:]
-	rw, atomic := h.s.(Rewriter)
-	switch {
-	case k == 0: // the stored messages all stay: append the rest
+	add := messages[len(seen)-k:]
+	if k == len(seen) { // nothing seen stays: a replacement of what was seen
+		add = messages
+	}
+	if k == 0 && len(seen) > 0 || len(seen) == 0 { // everything seen stays
 		return h.s.Append(ctx, h.id, add...)
-	case k < len(recs) || len(messages) == 0: // a trim, maybe with new messages
-		through := recs[k-1].Seq
-		if atomic {
-			_, err := rw.Rewrite(ctx, h.id, through, false, add...)
-			return err
-		}
-		if !hasSystem(recs[:k]) {
-			if _, err := h.s.RemovePrefix(ctx, h.id, through); err != nil {
-				return err
-			}
-			if err := h.s.Append(ctx, h.id, add...); err != nil {
-				return fmt.Errorf("store: SetMessages: the oldest messages were removed but the new ones were not stored: %w", err)
-			}
-			return nil
-		}
 	}
-	// Nothing stored is kept (or a trim of system messages on a store
-	// RemovePrefix cannot do it on): replace everything that was read —
-	// a message another writer appended since stays, after the new ones.
-	if atomic {
-		through := int64(math.MaxInt64)
-		if len(recs) > 0 {
-			through = recs[len(recs)-1].Seq
-		}
-		_, err := rw.Rewrite(ctx, h.id, through, true, messages...)
+	through := seen[k-1].Seq
+	if rw, ok := h.s.(Rewriter); ok {
+		_, err := rw.Rewrite(ctx, h.id, through, false, add...)
 		return err
 	}
-	if err := h.s.Clear(ctx, h.id); err != nil {
+	// No Rewriter: RemovePrefix, which keeps system messages, then Append
+	// — two steps a crash can leave half done.
+	if _, err := h.s.RemovePrefix(ctx, h.id, through); err != nil {
 		return err
 	}
-	if err := h.s.Append(ctx, h.id, messages...); err != nil {
-		return fmt.Errorf("store: SetMessages: the history was cleared but the new messages were not stored: %w", err)
+	if err := h.s.Append(ctx, h.id, add...); err != nil {
+		return fmt.Errorf("store: SetMessages: the oldest messages were removed but the new ones were not stored: %w", err)
 	}
 	return nil
 }
+
+// historyStateName is the state name whose absent version AsHistory
+// reads to tell whether a Clear or Forget came between Messages and
+// SetMessages. No value is ever stored under it.
+const historyStateName = "memstack.ashistory.read"
 
 // overlap returns the smallest k such that the stored messages from k on
 // are the first messages of msgs (compared in their stored form): the
@@ -225,13 +259,4 @@ func overlap(recs []Record, msgs []llms.ChatMessage) (int, error) {
 		}
 	}
 	return len(recs), nil
-}
-
-func hasSystem(recs []Record) bool {
-	for _, r := range recs {
-		if r.Message.GetType() == llms.ChatMessageTypeSystem {
-			return true
-		}
-	}
-	return false
 }

@@ -88,23 +88,25 @@ func TestAsHistory_SetMessagesCases(t *testing.T) {
 	h := func(s string) llms.ChatMessage { return llms.HumanChatMessage{Content: s} }
 	a := func(s string) llms.ChatMessage { return llms.AIChatMessage{Content: s} }
 	stored := []llms.ChatMessage{sys, h("h1"), a("a1"), h("h2"), a("a2")}
+	// State is never touched (issue 17, item 2), whatever the list. A plain
+	// store (no Rewriter) removes with RemovePrefix, which keeps the
+	// system message when the removed prefix holds it (plainKeepsSys).
 	cases := []struct {
-		name       string
-		set        []llms.ChatMessage
-		stateKept  bool
-		keptSeqsOf []string // contents whose Seqs must not change
-		plainReset bool     // a plain store resets: the trimmed prefix holds the system message
+		name          string
+		set           []llms.ChatMessage
+		keptSeqsOf    []string // contents whose Seqs must not change
+		plainKeepsSys bool
 	}{
-		{"a suffix", []llms.ChatMessage{h("h2"), a("a2")}, true, []string{"h2", "a2"}, true},
-		{"a suffix after the system prompt", []llms.ChatMessage{a("a1"), h("h2"), a("a2")}, true, []string{"a1", "h2", "a2"}, true},
-		{"a suffix with the system prompt kept", []llms.ChatMessage{sys, h("h1"), a("a1"), h("h2"), a("a2")}[0:5], true, []string{"sys", "h1", "a1", "h2", "a2"}, false},
-		{"the same list", stored, true, []string{"sys", "h1", "a1", "h2", "a2"}, false},
-		{"the list and new messages", append(append([]llms.ChatMessage{}, stored...), h("h3"), a("a3")), true, []string{"sys", "h1", "a1", "h2", "a2"}, false},
-		{"a suffix and new messages", []llms.ChatMessage{h("h2"), a("a2"), h("h3")}, true, []string{"h2", "a2"}, true},
-		{"empty: every message goes", nil, true, nil, true},
-		{"other messages", []llms.ChatMessage{h("x"), a("y")}, false, nil, true},
-		{"a suffix and the system prompt again", []llms.ChatMessage{h("h2"), a("a2"), sys}, true, []string{"h2", "a2"}, true},
-		{"a reordering", []llms.ChatMessage{h("h2"), h("h1")}, false, nil, true},
+		{"a suffix", []llms.ChatMessage{h("h2"), a("a2")}, []string{"h2", "a2"}, true},
+		{"a suffix after the system prompt", []llms.ChatMessage{a("a1"), h("h2"), a("a2")}, []string{"a1", "h2", "a2"}, true},
+		{"a suffix with the system prompt kept", []llms.ChatMessage{sys, h("h1"), a("a1"), h("h2"), a("a2")}[0:5], []string{"sys", "h1", "a1", "h2", "a2"}, false},
+		{"the same list", stored, []string{"sys", "h1", "a1", "h2", "a2"}, false},
+		{"the list and new messages", append(append([]llms.ChatMessage{}, stored...), h("h3"), a("a3")), []string{"sys", "h1", "a1", "h2", "a2"}, false},
+		{"a suffix and new messages", []llms.ChatMessage{h("h2"), a("a2"), h("h3")}, []string{"h2", "a2"}, true},
+		{"empty: every message goes", nil, nil, true},
+		{"other messages", []llms.ChatMessage{h("x"), a("y")}, nil, true},
+		{"a suffix and the system prompt again", []llms.ChatMessage{h("h2"), a("a2"), sys}, []string{"h2", "a2"}, true},
+		{"a reordering", []llms.ChatMessage{h("h2"), h("h1")}, nil, true},
 	}
 	for _, c := range cases {
 		for _, plain := range []bool{false, true} {
@@ -126,20 +128,17 @@ func TestAsHistory_SetMessagesCases(t *testing.T) {
 				require.NoError(t, hist.SetMessages(ctx, c.set))
 				got, err := hist.Messages(ctx)
 				require.NoError(t, err)
-				want := c.set
-				if want == nil {
-					want = []llms.ChatMessage{}
+				want := append([]llms.ChatMessage{}, c.set...)
+				if plain && c.plainKeepsSys {
+					want = append([]llms.ChatMessage{sys}, want...)
 				}
 				assert.Equal(t, want, got, "the history is exactly the list given")
 				st, err := s.GetState(ctx, id, "summary")
 				require.NoError(t, err)
-				kept := c.stateKept && !(plain && c.plainReset)
-				assert.Equal(t, kept, st.Exists(), "state kept")
-				if kept {
-					after := seqsByContent(t, s, id)
-					for _, content := range c.keptSeqsOf {
-						assert.Equal(t, before[content], after[content], "%q keeps its Seq", content)
-					}
+				assert.Equal(t, "S", string(st.Value), "state is never touched")
+				after := seqsByContent(t, s, id)
+				for _, content := range c.keptSeqsOf {
+					assert.Equal(t, before[content], after[content], "%q keeps its Seq", content)
 				}
 				recs, err := s.All(ctx, id)
 				require.NoError(t, err)

@@ -148,7 +148,7 @@ func TestAsHistoryMethods(t *testing.T) {
 		assert.Equal(t, []llms.ChatMessage{aiWithCalls()}, again)
 	})
 
-	t.Run("SetMessages replaces the conversation and its state", func(t *testing.T) {
+	t.Run("SetMessages replaces the conversation, never its state", func(t *testing.T) {
 		s, h := newHistory(t)
 		require.NoError(t, h.AddUserMessage(ctx, "old"))
 		_, err := s.PutState(ctx, id, "summary", []byte("old summary"), 0)
@@ -162,7 +162,7 @@ func TestAsHistoryMethods(t *testing.T) {
 		assert.Equal(t, []llms.ChatMessage{system("sys"), human("new"), ai("reply")}, got)
 		st, err := s.GetState(ctx, id, "summary")
 		require.NoError(t, err)
-		assert.False(t, st.Exists(), "SetMessages clears, and Clear removes state (documented)")
+		assert.Equal(t, "old summary", string(st.Value), "SetMessages never touches state (issue 17, item 2)")
 		recs, err := s.All(ctx, id)
 		require.NoError(t, err)
 		assert.Greater(t, recs[0].Seq, before.LastSeq, "replaced messages get new Seqs")
