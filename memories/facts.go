@@ -732,7 +732,9 @@ func (m *Facts) String() string {
 // identity uses it, with an error wrapping ErrInvalidIdentity. (Before
 // memstack kept it apart, per-user facts lived under the conversation "",
 // and a Clear of that conversation wiped every conversation's coverage.)
-const UserFactsConversation = "\x00memstack-user-facts"
+// It is store.UserFactsConversation, which store.DerivedOf names, so a
+// user-wide ForgetScope forgets it whatever was in flight.
+const UserFactsConversation = store.UserFactsConversation
 
 // ErrInvalidIdentity is wrapped by the error of a call whose identity a
 // memory cannot serve (a Facts with WithFactsPerUser and a Conversation of

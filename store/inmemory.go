@@ -29,9 +29,11 @@ type InMemory struct {
 	// seq is the store-wide counter Seqs, state versions and absent
 	// versions come from, so none is ever reused, not even after Forget.
 	seq atomic.Int64
-	// forgotten is the store-wide absent version: drawn from seq by every
+	// forgotten holds the absent versions Forget and ForgetScope draw from
+	// seq, one per bucket of users (ForgetBucket): the absent version of
+	// identities without a Clear mark.
 	// Forget, it is the absent version of identities without a Clear mark.
-	forgotten atomic.Int64
+	forgotten [ForgetBuckets]atomic.Int64
 }
 
 type conversation struct {
@@ -48,13 +50,20 @@ type conversation struct {
 	dead    bool  // set by Forget: writers must fetch the identity's new entry
 }
 
-// absent returns c's absent version (c may be nil); c.mu is held if c is
-// not nil.
-func (s *InMemory) absent(c *conversation) int64 {
+// absent returns the absent version of id, whose conversation is c (c may
+// be nil; c.mu is held if it is not): its Clear mark, else the forgotten
+// version of its bucket.
+func (s *InMemory) absent(id memstack.Identity, c *conversation) int64 {
 	if c != nil && c.cleared != 0 {
 		return c.cleared
 	}
-	return s.forgotten.Load()
+	return s.forgotten[ForgetBucket(id.Tenant, id.User)].Load()
+}
+
+// forgetBucket moves the forgotten version of the bucket of tenant and
+// user; s.mu is held.
+func (s *InMemory) forgetBucket(tenant, user string) {
+	s.forgotten[ForgetBucket(tenant, user)].Store(s.seq.Add(1))
 }
 
 // lockLive returns id's conversation, created if needed, locked for
@@ -380,15 +389,15 @@ func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
 
 // Forget implements Store: it removes id's messages, state and Clear mark.
 // An InMemory store has one namespace, so Forget is Clear that also drops
-// the identity's entry; the store-wide absent version is drawn before the
-// entry is dropped, so a PutState on the identity's next entry never
-// matches an absent version read before.
+// the identity's entry; the absent version of id's bucket (ForgetBucket)
+// is drawn before the entry is dropped, so a PutState on the identity's
+// next entry never matches an absent version read before.
 func (s *InMemory) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.forgotten.Store(s.seq.Add(1))
+	s.forgetBucket(id.Tenant, id.User)
 	c := s.convs[id]
 	delete(s.convs, id)
 	s.mu.Unlock()
@@ -413,13 +422,13 @@ func (s *InMemory) GetState(ctx context.Context, id memstack.Identity, name stri
 	}
 	c := s.conv(id, false)
 	if c == nil {
-		return State{Version: s.absent(nil)}, nil
+		return State{Version: s.absent(id, nil)}, nil
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.state[name]
 	if !ok {
-		return State{Version: s.absent(c)}, nil
+		return State{Version: s.absent(id, c)}, nil
 	}
 	st.Value = bytes.Clone(st.Value)
 	return st, nil
@@ -437,14 +446,14 @@ func (s *InMemory) PutState(ctx context.Context, id memstack.Identity, name stri
 	defer c.mu.Unlock()
 	cur, ok := c.state[name]
 	if !ok {
-		cur.Version = s.absent(c)
+		cur.Version = s.absent(id, c)
 	}
 	if cur.Version != expect {
 		return 0, fmt.Errorf("%w: state %q of %s is at version %d, not %d", ErrConflict, name, id.Key(), cur.Version, expect)
 	}
 	if value == nil {
 		delete(c.state, name)
-		return s.absent(c), nil
+		return s.absent(id, c), nil
 	}
 	if c.state == nil {
 		c.state = make(map[string]State)
@@ -564,8 +573,10 @@ func (s *InMemory) Export(ctx context.Context, scope Scope) (Export, error) {
 }
 
 // ForgetScope implements Users: in one step under the store's lock, it
-// draws a fresh store-wide absent version and removes every identity
-// within scope, so no commit can land on part of the scope in between.
+// draws a fresh absent version for the scope — the user's bucket
+// (ForgetBucket), which the user's derived identities share, or, for a
+// tenant, every bucket — and removes every identity within scope, so no
+// commit can land on part of the scope in between.
 func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
 	ids, err := s.Identities(ctx, scope)
 	if err != nil {
@@ -576,7 +587,13 @@ func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
 		held[id] = true
 	}
 	s.mu.Lock()
-	s.forgotten.Store(s.seq.Add(1))
+	if scope.AllUsers {
+		for b := range s.forgotten {
+			s.forgotten[b].Store(s.seq.Add(1))
+		}
+	} else {
+		s.forgetBucket(scope.Tenant, scope.User)
+	}
 	var gone []*conversation
 	n := 0
 	for id, c := range s.convs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"sort"
 	"strings"
@@ -90,6 +91,39 @@ type Users interface {
 	// scope in one step removes it in ForgetOrder: derived identities last. A failure part-way leaves some
 	// identities forgotten and the rest whole; calling it again finishes.
 	ForgetScope(ctx context.Context, scope Scope) (int, error)
+}
+
+// UserFactsConversation is the Conversation of the derived identity
+// {Tenant, User, UserFactsConversation} under which a Facts memory with
+// memories.WithFactsPerUser keeps a user's facts (memories re-exports it).
+const UserFactsConversation = "\x00memstack-user-facts"
+
+// DerivedOf returns the derived identities memstack may keep for user of
+// tenant (see Derived): ForgetScope forgets each of them, last, also when
+// it finds nothing stored under it, so that the forget moves their absent
+// versions and a commit that derived state from the user's conversations
+// while the forget ran conflicts instead of landing after it.
+func DerivedOf(tenant, user string) []memstack.Identity {
+	return []memstack.Identity{{Tenant: tenant, User: user, Conversation: UserFactsConversation}}
+}
+
+// ForgetBuckets is how many buckets the absent versions that Forget and
+// ForgetScope move are kept in (see ForgetBucket).
+const ForgetBuckets = 4096
+
+// ForgetBucket returns the bucket, in [0, ForgetBuckets), of the absent
+// version that a Forget of an identity of user in tenant moves: a hash of
+// the tenant and the user, so every conversation of a user and the user's
+// derived identities share it, and a Forget of one user leaves the first
+// commits of almost every other user alone (one in ForgetBuckets shares
+// the bucket and sees a commit conflict once). The bucket names no one:
+// many users share each.
+func ForgetBucket(tenant, user string) int {
+	h := fnv.New64a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(user))
+	return int(h.Sum64() % ForgetBuckets)
 }
 
 // Derived reports whether id's Conversation starts with a NUL byte: by

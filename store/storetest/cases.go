@@ -55,6 +55,7 @@ var cases = []testCase{
 	{"ClearDefeatsEarlierCommits", testClearDefeatsCommits},
 	{"ClearMarksOneIdentity", testClearMarksOneIdentity},
 	{"ClearRacingCommitsLeavesNothingOlder", testClearRacingCommits},
+	{"ForgetSparesOtherUsersCommits", testForgetSparesOthers},
 	{"StateValuesAreBytes", testStateBytes},
 	{"StateNamesValidated", testStateNames},
 	{"StateIsolated", testStateIsolated},
@@ -678,6 +679,31 @@ func testClearMarksOneIdentity(t *testing.T, e *env) {
 	assert.Equal(t, store.State{Value: []byte("bob"), Version: v}, mustGet(t, s, bob, "summary"))
 	_, err = s.PutState(e.ctx, alice, "summary", []byte("alice"), aliceRead.Version)
 	assert.ErrorIs(t, err, store.ErrConflict)
+}
+
+// testForgetSparesOthers checks that a Forget of one user does not fail
+// the first commits of other users (issue 17, item 5: with a forget every
+// 100 ms, a new conversation's Summary never committed a fold): of eight
+// first commits, each racing with a Forget of another user, at least
+// seven land. (A backend may share an absent version among a few users,
+// as memstack's do per store.ForgetBucket or per Redis Cluster slot; one
+// that moves a store-wide version fails all eight.)
+func testForgetSparesOthers(t *testing.T, e *env) {
+	s := e.store()
+	landed := 0
+	for i := range 8 {
+		id := memstack.Identity{Tenant: "acme", User: fmt.Sprintf("keeper%d", i), Conversation: "c"}
+		other := memstack.Identity{Tenant: "acme", User: fmt.Sprintf("leaver%d", i), Conversation: "c"}
+		mustAppend(t, s, other, human("forget me"))
+		read := mustGet(t, s, id, "summary")
+		require.NoError(t, s.Forget(e.ctx, other))
+		if _, err := s.PutState(e.ctx, id, "summary", []byte("folded"), read.Version); err == nil {
+			landed++
+		} else {
+			require.ErrorIs(t, err, store.ErrConflict)
+		}
+	}
+	assert.GreaterOrEqual(t, landed, 7, "first commits racing with Forgets of other users land")
 }
 
 // testClearRacingCommits runs writers that read and commit in a loop,

@@ -157,7 +157,22 @@ func (s clearMarksAll) Clear(ctx context.Context, id memstack.Identity) error {
 	if err := s.InMemory.Clear(ctx, id); err != nil {
 		return err
 	}
-	return s.InMemory.Forget(ctx, memstack.Identity{Tenant: "nobody"})
+	// A tenant-wide forget moves the absent version of every bucket: as if
+	// the Clear mark were one for every identity.
+	_, err := s.InMemory.ForgetScope(ctx, store.TenantScope("nobody"))
+	return err
+}
+
+// forgetMovesAll is a Forget that moves a store-wide absent version, as
+// memstack's backends did before forgets were kept per user bucket.
+type forgetMovesAll struct{ *store.InMemory }
+
+func (s forgetMovesAll) Forget(ctx context.Context, id memstack.Identity) error {
+	if err := s.InMemory.Forget(ctx, id); err != nil {
+		return err
+	}
+	_, err := s.InMemory.ForgetScope(ctx, store.TenantScope("nobody"))
+	return err
 }
 
 // joinedKeys keys identities by joining the raw parts with ':', so
@@ -389,6 +404,7 @@ var brokenStores = map[string]struct {
 	"absent reads as 0 after Clear":                {wrap: func(s *store.InMemory) store.Store { return absentIsZero{s} }, subtest: "ClearDefeatsEarlierCommits"},
 	"absent reads as 0 while Clears race":          {wrap: func(s *store.InMemory) store.Store { return absentIsZero{s} }, subtest: "ClearRacingCommitsLeavesNothingOlder"},
 	"Clear marks every identity":                   {wrap: func(s *store.InMemory) store.Store { return clearMarksAll{s} }, subtest: "ClearMarksOneIdentity"},
+	"Forget moves every identity's version":        {wrap: func(s *store.InMemory) store.Store { return forgetMovesAll{s} }, subtest: "ForgetSparesOtherUsersCommits"},
 	"joined identity keys":                         {wrap: func(s *store.InMemory) store.Store { return joinedKeys{s} }, subtest: "IdentitiesIsolated"},
 	"Forget keeps state":                           {wrap: func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, subtest: "Forget"},
 	"Forget keeps state of adversarial identities": {wrap: func(s *store.InMemory) store.Store { return forgetsMessagesOnly{s} }, subtest: "ForgetAdversarialIdentities"},
