@@ -5,9 +5,9 @@
 //
 // Usage:
 //
-//	memstack list   -store DSN -tenant T (-user U | -all-users)
-//	memstack export -store DSN -tenant T (-user U | -all-users) [-o FILE]   (FILE must not exist)
-//	memstack forget -store DSN -tenant T (-user U | -all-users) -yes
+//	memstack list   -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users)
+//	memstack export -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) [-o FILE]   (FILE must not exist)
+//	memstack forget -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) -yes
 //
 // DSN names the backend:
 //
@@ -16,22 +16,53 @@
 //	                              -allow-eviction accepts a server that may evict keys)
 //	postgres://user:pass@host/db  (or postgresql://; -prefix sets the table prefix, default "memstack_")
 //
+// The tenant and the user are always named. -tenant and -user take a
+// non-empty name; the empty tenant (an application that does not use
+// tenants keeps every user there) is named with -empty-tenant, the empty
+// user with -empty-user, and -all-users means every user of the tenant.
+// An empty -tenant or -user (an unset shell variable) is refused, as is
+// a command without -tenant or -empty-tenant: bad usage, exit status 2,
+// and nothing is read or forgotten.
+//
 // The command reaches every namespace of the backend, as store.Forget
-// does, whatever namespace the memories were given. It never creates a
-// store: a missing SQLite file is an error, and PostgreSQL tables are
-// opened without DDL (pgstore.WithoutDDL). forget asks for -yes,
-// prints how many conversations it removed, and exits 0. Exit
-// status: 0 on success, 1 on a failure, 2 on bad usage.
+// does, whatever namespace the memories were given. It never creates or
+// migrates a store, and list and export write nothing:
+//
+//   - SQLite: the file must exist and hold memstack's tables at the
+//     schema version of this build. list and export open it read-only
+//     (sqlitestore.WithReadOnly): the database file is left byte for byte
+//     as it was (SQLite, as for every reader of a file in WAL mode,
+//     creates an empty -wal and a -shm file next to it when they are
+//     missing, and leaves them). forget opens the file without creating
+//     it, after the same check. A file without memstack tables ("no
+//     memstack tables in the file"), or of an older schema version, which
+//     the application's own build migrates when it opens it, is an error
+//     (exit status 1) and is left unchanged.
+//   - PostgreSQL: the tables are opened without DDL (pgstore.WithoutDDL)
+//     and must be at this build's schema version; list and export run in
+//     read-only sessions (default_transaction_read_only).
+//   - Redis: opening only pings the server and reads its
+//     maxmemory-policy; list and export only SCAN and read.
+//
+// When the scope holds nothing, list prints nothing, export writes an
+// export without identities, and both say so on standard error ("no
+// conversations of … in …") and exit 0; forget prints "forgot 0
+// conversations". forget asks for -yes, prints how many conversations it
+// removed, and exits 0. Exit status: 0 on success, 1 on a failure, 2 on
+// bad usage.
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"github.com/memstack/memstack/store"
@@ -50,15 +81,17 @@ func main() {
 var errUsage = errors.New("usage")
 
 const usage = `usage:
-  memstack list   -store DSN -tenant T (-user U | -all-users)
-  memstack export -store DSN -tenant T (-user U | -all-users) [-o FILE]
-  memstack forget -store DSN -tenant T (-user U | -all-users) -yes
+  memstack list   -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users)
+  memstack export -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) [-o FILE]
+  memstack forget -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) -yes
 
-DSN: sqlite:///path.db (or a .db/.sqlite/.sqlite3 path), redis://host:port/db, postgres://...`
+-tenant and -user take a non-empty name; -empty-tenant and -empty-user name the empty one.
+DSN: sqlite:///path.db (or a .db/.sqlite/.sqlite3 path), redis://host:port/db, postgres://...
+The command never creates or migrates a store; list and export write nothing.`
 
 // run is the command: it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := runErr(ctx, args, stdout)
+	err := runErr(ctx, args, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -72,11 +105,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type options struct {
-	dsn, prefix, tenant, user, out string
-	allUsers, yes, allowEviction   bool
+	dsn, prefix, tenant, user, out   string
+	emptyTenant, emptyUser, allUsers bool
+	yes, allowEviction               bool
+	readOnly                         bool // list and export
 }
 
-func runErr(ctx context.Context, args []string, stdout io.Writer) error {
+func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
@@ -89,8 +124,10 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.dsn, "store", "", "the store's DSN")
 	fs.StringVar(&o.prefix, "prefix", "", "the Redis key prefix or PostgreSQL table prefix (default: the backend's)")
-	fs.StringVar(&o.tenant, "tenant", "", "the tenant")
-	fs.StringVar(&o.user, "user", "", "the user")
+	fs.StringVar(&o.tenant, "tenant", "", "the tenant (not empty: see -empty-tenant)")
+	fs.BoolVar(&o.emptyTenant, "empty-tenant", false, "the empty tenant \"\" (where an application without tenants keeps every user)")
+	fs.StringVar(&o.user, "user", "", "the user (not empty: see -empty-user)")
+	fs.BoolVar(&o.emptyUser, "empty-user", false, "the empty user \"\"")
 	fs.BoolVar(&o.allUsers, "all-users", false, "every user of the tenant")
 	fs.StringVar(&o.out, "o", "", "export: a new file to write (refused if it exists; default: standard output)")
 	fs.BoolVar(&o.yes, "yes", false, "forget: confirm")
@@ -104,10 +141,23 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.dsn == "" {
 		return fmt.Errorf("%w: %s: -store is required", errUsage, cmd)
 	}
-	userSet := false
-	fs.Visit(func(f *flag.Flag) { userSet = userSet || f.Name == "user" })
-	if userSet == o.allUsers {
-		return fmt.Errorf("%w: %s: give exactly one of -user and -all-users", errUsage, cmd)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The tenant and the user are always named: an empty or missing one
+	// (an unset shell variable) must not mean the empty tenant, where an
+	// application without tenants keeps every user.
+	switch {
+	case set["tenant"] && o.tenant == "":
+		return fmt.Errorf("%w: %s: -tenant is empty: name the empty tenant with -empty-tenant", errUsage, cmd)
+	case set["tenant"] && o.emptyTenant:
+		return fmt.Errorf("%w: %s: give one of -tenant and -empty-tenant, not both", errUsage, cmd)
+	case !set["tenant"] && !o.emptyTenant:
+		return fmt.Errorf("%w: %s: -tenant is required (-empty-tenant for the empty tenant)", errUsage, cmd)
+	case set["user"] && o.user == "":
+		return fmt.Errorf("%w: %s: -user is empty: name the empty user with -empty-user", errUsage, cmd)
+	}
+	if n := btoi(set["user"]) + btoi(o.emptyUser) + btoi(o.allUsers); n != 1 {
+		return fmt.Errorf("%w: %s: give exactly one of -user, -empty-user and -all-users", errUsage, cmd)
 	}
 	if cmd != "export" && o.out != "" {
 		return fmt.Errorf("%w: %s: -o is for export", errUsage, cmd)
@@ -119,7 +169,8 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.allUsers {
 		scope = store.TenantScope(o.tenant)
 	}
-	s, closeStore, err := openStore(ctx, o)
+	o.readOnly = cmd != "forget"
+	s, where, closeStore, err := openStore(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -128,6 +179,7 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if !ok {
 		return fmt.Errorf("the store behind %s (%T) cannot list or forget users", redact(o.dsn), s)
 	}
+	nothing := func() { fmt.Fprintf(stderr, "memstack: no conversations of %s in %s\n", scope, where) }
 	switch cmd {
 	case "list":
 		ids, err := u.Identities(ctx, scope)
@@ -137,11 +189,17 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 		for _, id := range ids {
 			fmt.Fprintf(stdout, "%s\t%q\t%q\t%q\n", id.Key(), id.Tenant, id.User, id.Conversation)
 		}
+		if len(ids) == 0 {
+			nothing()
+		}
 		return nil
 	case "export":
 		ex, err := u.Export(ctx, scope)
 		if err != nil {
 			return fmt.Errorf("exporting %s: %w", scope, err)
+		}
+		if len(ex.Identities) == 0 {
+			nothing()
 		}
 		w := stdout
 		if o.out != "" {
@@ -171,53 +229,131 @@ func runErr(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
-// openStore opens the backend dsn names. Users calls reach every
-// namespace, so the namespace given here does not matter.
-func openStore(ctx context.Context, o options) (store.Store, func(), error) {
+// openStore opens the backend o.dsn names — read-only for list and
+// export (o.readOnly) — and returns it, a description of where it is for
+// messages, and its closer. It never creates or migrates a store. Users
+// calls reach every namespace, so the namespace given here does not
+// matter.
+func openStore(ctx context.Context, o options) (s store.Store, where string, closeStore func(), err error) {
 	dsn, prefix := o.dsn, o.prefix
 	lower := strings.ToLower(dsn)
 	switch {
 	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
+		// Open pings the server and reads its maxmemory-policy: no writes.
 		var opts []redisstore.Option
-		if prefix != "" {
-			opts = append(opts, redisstore.WithKeyPrefix(prefix))
+		if prefix == "" {
+			prefix = redisstore.DefaultKeyPrefix
 		}
+		opts = append(opts, redisstore.WithKeyPrefix(prefix))
 		if o.allowEviction {
 			opts = append(opts, redisstore.WithEvictionAllowed())
 		}
 		s, err := redisstore.Open(ctx, dsn, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("opening %s: %w", redact(dsn), err)
+			return nil, "", nil, fmt.Errorf("opening %s: %w", redact(dsn), err)
 		}
-		return s, func() { _ = s.Close() }, nil
+		return s, fmt.Sprintf("%s under key prefix %q", redact(dsn), prefix), func() { _ = s.Close() }, nil
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		// Never create or migrate tables: a mistyped DSN or prefix must
 		// not leave an empty schema behind.
-		opts := []pgstore.Option{pgstore.WithoutDDL()}
-		if prefix != "" {
-			opts = append(opts, pgstore.WithTablePrefix(prefix))
+		if prefix == "" {
+			prefix = pgstore.DefaultTablePrefix
+		}
+		opts := []pgstore.Option{pgstore.WithoutDDL(), pgstore.WithTablePrefix(prefix)}
+		where := fmt.Sprintf("%s (table prefix %q)", redact(dsn), prefix)
+		if o.readOnly {
+			// The server refuses every write of these sessions.
+			dsn = withQueryParam(dsn, "default_transaction_read_only", "on")
 		}
 		s, err := pgstore.Open(ctx, dsn, opts...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("opening %s: %w", redact(dsn), err)
+		if errors.Is(err, pgstore.ErrSchemaVersion) {
+			return nil, "", nil, fmt.Errorf("no memstack tables at schema version %d in %s (the command never creates or migrates them; check -prefix and the DSN's database): %w",
+				pgstore.SchemaVersion, where, err)
 		}
-		return s, func() { _ = s.Close() }, nil
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("opening %s: %w", redact(o.dsn), err)
+		}
+		return s, where, func() { _ = s.Close() }, nil
 	}
 	path, ok := strings.CutPrefix(dsn, "sqlite://")
 	if !ok && !hasSQLiteExt(lower) {
-		return nil, nil, fmt.Errorf("%w: -store %q: want sqlite:///path, a .db path, redis://… or postgres://…", errUsage, redact(dsn))
+		return nil, "", nil, fmt.Errorf("%w: -store %q: want sqlite:///path, a .db path, redis://… or postgres://…", errUsage, redact(dsn))
 	}
 	if prefix != "" {
-		return nil, nil, fmt.Errorf("%w: -prefix does not apply to SQLite", errUsage)
+		return nil, "", nil, fmt.Errorf("%w: -prefix does not apply to SQLite", errUsage)
 	}
+	s, closeStore, err = openSQLite(ctx, path, o.readOnly)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return s, path, closeStore, nil
+}
+
+// openSQLite opens the memstack file at path: read-only when readOnly
+// (sqlitestore.WithReadOnly, which writes nothing and refuses a file
+// without memstack's tables at this build's schema version); else, for
+// forget, after the same check, read-write without creating the file
+// (mode=rw), under a namespace the file already has, so that opening
+// writes nothing either.
+func openSQLite(ctx context.Context, path string, readOnly bool) (store.Store, func(), error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil, fmt.Errorf("the SQLite file %s: %w", path, err)
 	}
-	s, err := sqlitestore.Open(ctx, path)
+	ro, err := sqlitestore.Open(ctx, path, sqlitestore.WithReadOnly())
+	if err != nil {
+		return nil, nil, err // it names the file and says what is wrong with it
+	}
+	if readOnly {
+		return ro, func() { _ = ro.Close() }, nil
+	}
+	if err := ro.Close(); err != nil {
+		return nil, nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the SQLite file %s: %w", path, err)
+	}
+	// mode=rw: SQLite opens the file for writing but never creates it.
+	uriPath := filepath.ToSlash(abs)
+	if !strings.HasPrefix(uriPath, "/") {
+		uriPath = "/" + uriPath // file:/C:/… on Windows
+	}
+	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: uriPath}).EscapedPath(), RawQuery: "mode=rw&_pragma=busy_timeout(5000)"}
+	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	return s, func() { _ = s.Close() }, nil
+	// Open under a namespace the file has: registering a new one would be
+	// a write that forget was not asked for.
+	var ns string
+	err = db.QueryRowContext(ctx, `SELECT ns FROM memstack_namespaces WHERE ns <> '' ORDER BY ns LIMIT 1`).Scan(&ns)
+	if errors.Is(err, sql.ErrNoRows) {
+		ns, err = sqlitestore.DefaultNamespace, nil
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("opening %s: reading its namespaces: %w", path, err)
+	}
+	s, err := sqlitestore.New(db, sqlitestore.WithNamespace(ns))
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return s, func() { _ = s.Close(); _ = db.Close() }, nil
+}
+
+// withQueryParam adds key=value to the query of the URL dsn.
+func withQueryParam(dsn, key, value string) string {
+	base, frag, hasFrag := strings.Cut(dsn, "#")
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	base += sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
+	if hasFrag {
+		base += "#" + frag
+	}
+	return base
 }
 
 func hasSQLiteExt(p string) bool {
@@ -244,4 +380,11 @@ func redact(dsn string) string {
 		return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
 	}
 	return dsn
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -79,13 +79,17 @@ var backfill = []string{
 		SELECT ns, identity, count(*), min(seq), max(seq) FROM memstack_messages GROUP BY ns, identity`,
 }
 
-// init creates or migrates the schema, registers the namespace, checks the
+// init creates or migrates the schema and registers the namespace (a
+// read-only Store only checks the schema: see WithReadOnly), checks the
 // journal mode and prepares the frequent statements.
 func (s *Store) init(ctx context.Context) error {
 	// One transaction that holds the write lock from its first statements:
 	// two processes opening one file at once run it one after the other,
 	// and the second finds the schema the first left.
 	err := s.retry(ctx, func() error {
+		if s.cfg.readOnly {
+			return s.checkReadOnly(ctx) // reads the schema version, writes nothing
+		}
 		return s.tryWrite(ctx, func(tx *sql.Tx) error {
 			for _, q := range []string{schemaTable, lockSQL} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {

@@ -36,7 +36,9 @@
 // first statement — so opening an existing file, or two processes opening
 // a new or an old one at the same moment, is safe: the second finds what
 // the first left — and record its version in memstack_schema. A file with
-// a newer schema version is refused, and left as it was.
+// a newer schema version is refused, and left as it was. Open with
+// WithReadOnly creates and migrates nothing: it reads a file at
+// SchemaVersion and refuses any other, writing nothing.
 //
 //	memstack_schema   (version INTEGER)                      -- one row: 3
 //	memstack_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -268,6 +270,7 @@ type config struct {
 	busyTimeout time.Duration
 	synchronous string
 	maxConns    int
+	readOnly    bool // WithReadOnly
 	// openOnly names the options given that configure a database Open
 	// opens, which New refuses: New's database is the caller's.
 	openOnly []string
@@ -371,6 +374,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	dsn := fmt.Sprintf("file:%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=%s",
 		escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.synchronous)
+	if cfg.readOnly {
+		dsn = readOnlyDSN(abs, cfg)
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
