@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -86,12 +87,13 @@ func TestReservedRows(t *testing.T) {
 	require.NoError(t, b.Forget(ctx, bob))
 	forgotten := getState(t, a, bob, "summary").Version
 
+	bucketOf := func(id memstack.Identity) string { return fmt.Sprintf("#%d", store.ForgetBucket(id.Tenant, id.User)) }
 	assert.Equal(t, []stateRow{
-		{"", "", "", forgotten, ""},
+		{"", bucketOf(bob), "", forgotten, ""},
 		{"a", alice.Key(), "", mark, ""},
 		{"a", carol.Key(), "", carolMark, ""},
 		{"b", alice.Key(), "summary", aliceInB.Version, "b"},
-	}, stateRows(t, db), "a Clear leaves one mark; Forget leaves nothing of bob but the file's forgotten version")
+	}, stateRows(t, db), "a Clear leaves one mark; Forget leaves nothing of bob but the forgotten version of bob's user bucket")
 	var counter int64
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT value FROM memstack_counter`).Scan(&counter))
 	assert.Less(t, aliceInB.Version, mark)
@@ -105,13 +107,15 @@ func TestReservedRows(t *testing.T) {
 		id   memstack.Identity
 		want store.State
 	}{
-		"cleared in a":          {a, alice, store.State{Version: mark}},
-		"cleared elsewhere":     {b, alice, aliceInB},
-		"cleared, no rows":      {a, carol, store.State{Version: carolMark}},
-		"forgotten":             {a, bob, store.State{Version: forgotten}},
-		"forgotten in b":        {b, bob, store.State{Version: forgotten}},
-		"never seen, not in a":  {b, carol, store.State{Version: forgotten}},
-		"never seen, any store": {a, memstack.Identity{User: "dave"}, store.State{Version: forgotten}},
+		"cleared in a":      {a, alice, store.State{Version: mark}},
+		"cleared elsewhere": {b, alice, aliceInB},
+		"cleared, no rows":  {a, carol, store.State{Version: carolMark}},
+		"forgotten":         {a, bob, store.State{Version: forgotten}},
+		"forgotten in b":    {b, bob, store.State{Version: forgotten}},
+		// Other users' absent versions stay: a Forget moves its user's
+		// bucket only (issue 17, item 5).
+		"never seen, not in a":  {b, carol, store.State{Version: sameBucket(carol, bob, forgotten)}},
+		"never seen, any store": {a, memstack.Identity{User: "dave"}, store.State{Version: sameBucket(memstack.Identity{User: "dave"}, bob, forgotten)}},
 	}
 	checkSeen := func(what string, reopened map[string]*sqlitestore.Store) {
 		t.Helper()
@@ -206,4 +210,12 @@ func TestTwoHandlesSeeAbsentVersions(t *testing.T) {
 	_, err := a.PutState(ctx, alice, "summary", []byte("kept"), read.Version)
 	require.NoError(t, err, "a Clear in another namespace does not fail this one's commit")
 	assert.Equal(t, []byte("kept"), getState(t, b, alice, "summary").Value)
+}
+
+// sameBucket is v when a and b share a forget bucket, else 0.
+func sameBucket(a, b memstack.Identity, v int64) int64 {
+	if store.ForgetBucket(a.Tenant, a.User) == store.ForgetBucket(b.Tenant, b.User) {
+		return v
+	}
+	return 0
 }

@@ -125,20 +125,25 @@
 // use (store.CheckStateName refuses the empty name):
 //
 //	(ns, identity, '')  -- identity's Clear mark in ns: its absent version
-//	('', '', '')        -- the file-wide forgotten version
+//	('', '#<b>', '')    -- the forgotten version of user bucket b (store.ForgetBucket)
+//	('', '', '')        -- the file-wide forgotten version of older builds
 //
-// Both have an empty value (the column is NOT NULL) and a version drawn
+// All have an empty value (the column is NOT NULL) and a version drawn
 // from memstack_counter. Clear deletes the identity's messages and state
 // rows in its namespace and inserts a fresh mark; Forget first draws a
-// fresh forgotten version, then deletes every row of the identity, marks
-// included, in every namespace. A name's absent version is the identity's
-// mark in the namespace, else the forgotten version, else 0 (a file that
-// never ran Forget, or one written before absent versions, which reads as
-// it always did). GetState is one statement — three primary-key lookups,
+// fresh forgotten version for the bucket of the identity's tenant and
+// user, then deletes every row of the identity, marks included, in every
+// namespace. A name's absent version is the identity's mark in the
+// namespace, else the greater of its bucket's forgotten version and the
+// file-wide one (which builds before buckets moved on every Forget), else
+// 0 (a file that never ran Forget). So a Forget of one user moves the
+// absent version of the users of its bucket only (one in
+// store.ForgetBuckets), and their first commits racing with it conflict;
+// everyone else's land. GetState is one statement — primary-key lookups,
 // the best one wins — so it sees a Clear or Forget all before or all
 // after. No namespace is empty (WithNamespace refuses it) and no identity
-// key is (memstack.Identity.Key always has two colons), so a reserved row
-// is never a caller's.
+// key is ” or starts with '#' without two colons (memstack.Identity.Key
+// always has two), so a reserved row is never a caller's.
 //
 // # Forgetting a user
 //
@@ -148,6 +153,7 @@
 // and memstack_state keys of the range; Export reads the messages and
 // state of the range in one read transaction, a snapshot of the file;
 // ForgetScope, in one write transaction, draws a fresh forgotten version
+// (for the user's bucket, or every bucket for a tenant)
 // first (so a commit that read any of the state before conflicts) and then
 // deletes the range from memstack_messages, memstack_state (values and
 // Clear marks) and memstack_stat in every namespace: no row of the scope
@@ -219,6 +225,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -806,18 +813,25 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 
 // getStateQuery reads a state value, or the absent version of a name
 // without one, in one statement: the value (rank 0), else the identity's
-// Clear mark in the namespace (rank 1), else the file-wide forgotten
-// version (rank 2), else 0 (rank 3). Each branch is one primary-key
-// lookup. Its parameters are ns, identity key and name.
+// Clear mark in the namespace (rank 1), else the forgotten version of the
+// identity's user bucket (store.ForgetBucket), or the file-wide one that
+// builds before buckets moved, whichever is greater, or 0 (rank 2). Each
+// branch is a primary-key lookup. Its parameters are ns, identity key,
+// name and the bucket's reserved identity (bucketKey).
 const getStateQuery = `
 	SELECT version, value, 0 FROM memstack_state WHERE ns = ?1 AND identity = ?2 AND name = ?3
 	UNION ALL
 	SELECT version, NULL, 1 FROM memstack_state WHERE ns = ?1 AND identity = ?2 AND name = ''
 	UNION ALL
-	SELECT version, NULL, 2 FROM memstack_state WHERE ns = '' AND identity = '' AND name = ''
-	UNION ALL
-	SELECT 0, NULL, 3
+	SELECT coalesce(max(version), 0), NULL, 2 FROM memstack_state WHERE ns = '' AND name = '' AND identity IN ('', ?4)
 	ORDER BY 3 LIMIT 1`
+
+// bucketKey is the reserved identity of the row holding the forgotten
+// version of id's user bucket: '#' and the bucket number, which no
+// identity key (always two colons) can be.
+func bucketKey(id memstack.Identity) string {
+	return "#" + strconv.Itoa(store.ForgetBucket(id.Tenant, id.User))
+}
 
 // drawVersion takes a fresh version from the file's counter.
 func drawVersion(ctx context.Context, tx *sql.Tx) (int64, error) {
@@ -828,16 +842,25 @@ func drawVersion(ctx context.Context, tx *sql.Tx) (int64, error) {
 	return v, nil
 }
 
-// moveForgotten draws a fresh file-wide forgotten version and stores it
-// in its reserved row (empty ns, identity and name): Forget and
-// ForgetScope do it first.
-func moveForgotten(ctx context.Context, tx *sql.Tx) error {
+// moveForgotten draws a fresh forgotten version and stores it in the
+// reserved row of the bucket (empty ns and name, identity bucketKey) of
+// tenant's user — or, with every set, of every bucket and the file-wide
+// row: Forget and ForgetScope do it first.
+func moveForgotten(ctx context.Context, tx *sql.Tx, tenant, user string, every bool) error {
 	forgotten, err := drawVersion(ctx, tx)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', '', '', ?, X'')
-			ON CONFLICT (ns, identity, name) DO UPDATE SET version = excluded.version`, forgotten); err != nil {
+	const upsert = ` ON CONFLICT (ns, identity, name) DO UPDATE SET version = excluded.version`
+	if every {
+		_, err = tx.ExecContext(ctx, `WITH RECURSIVE b(n) AS (SELECT -1 UNION ALL SELECT n + 1 FROM b WHERE n < ?)
+			INSERT INTO memstack_state (ns, identity, name, version, value)
+			SELECT '', CASE WHEN n < 0 THEN '' ELSE '#' || n END, '', ?, X'' FROM b WHERE true`+upsert, store.ForgetBuckets-1, forgotten)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', ?, '', ?, X'')`+upsert,
+			bucketKey(memstack.Identity{Tenant: tenant, User: user}), forgotten)
+	}
+	if err != nil {
 		return fmt.Errorf("storing the forgotten version: %w", err)
 	}
 	return nil
@@ -851,10 +874,10 @@ const namespacesSQL = `SELECT ns FROM memstack_namespaces WHERE ns <> ''`
 // readState runs getStateQuery through st (s.stmtGetState or its copy in
 // a transaction): a present value has a non-nil Value, an absent one a nil
 // Value and the name's absent version.
-func (s *Store) readState(ctx context.Context, st *sql.Stmt, key, name string) (store.State, error) {
+func (s *Store) readState(ctx context.Context, st *sql.Stmt, id memstack.Identity, name string) (store.State, error) {
 	var out store.State
 	var rank int
-	if err := st.QueryRowContext(ctx, s.ns, key, name).Scan(&out.Version, &out.Value, &rank); err != nil {
+	if err := st.QueryRowContext(ctx, s.ns, id.Key(), name, bucketKey(id)).Scan(&out.Version, &out.Value, &rank); err != nil {
 		return store.State{}, err
 	}
 	switch {
@@ -910,8 +933,9 @@ func resetState(ctx context.Context, tx *sql.Tx, ns, key string) error {
 	return err
 }
 
-// Forget implements store.Store: in one transaction it moves the file-wide
-// forgotten version, then removes the identity's messages, state and Clear
+// Forget implements store.Store: in one transaction it moves the
+// forgotten version of the identity's user bucket (store.ForgetBucket),
+// then removes the identity's messages, state and Clear
 // marks in every namespace of the file.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := s.begin(ctx, "Forget", id); err != nil {
@@ -919,7 +943,7 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	}
 	key := id.Key()
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := moveForgotten(ctx, tx); err != nil {
+		if err := moveForgotten(ctx, tx, id.Tenant, id.User, false); err != nil {
 			return err
 		}
 		// Every namespace that has rows is registered (Open does it), and
@@ -951,7 +975,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := store.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
-	st, err := s.readState(ctx, s.stmtGetState, id.Key(), name)
+	st, err := s.readState(ctx, s.stmtGetState, id, name)
 	if err != nil {
 		return store.State{}, s.fail(ctx, "GetState", id, err)
 	}
@@ -977,7 +1001,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		conflict = nil
 		get := tx.StmtContext(ctx, s.stmtGetState)
-		cur, err := s.readState(ctx, get, key, name)
+		cur, err := s.readState(ctx, get, id, name)
 		if err != nil {
 			return err
 		}
@@ -993,7 +1017,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 			if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_state WHERE ns = ? AND identity = ? AND name = ?`, s.ns, key, name); err != nil {
 				return err
 			}
-			after, err := s.readState(ctx, get, key, name)
+			after, err := s.readState(ctx, get, id, name)
 			version = after.Version
 			return err
 		}

@@ -233,7 +233,7 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 			return err
 		}
 		n = len(ids)
-		if err := moveForgotten(ctx, tx); err != nil {
+		if err := moveForgotten(ctx, tx, scope.Tenant, scope.User, scope.AllUsers); err != nil {
 			return err
 		}
 		for _, table := range []string{"memstack_messages", "memstack_state", "memstack_stat"} {
