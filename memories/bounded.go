@@ -3,6 +3,7 @@ package memories
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,38 +19,91 @@ const abandonGrace = 250 * time.Millisecond
 // discarded when it comes. An answer that arrives after ctx ended is not
 // used either: the error is ctx's.
 func callBounded[T any](ctx context.Context, what string, f func(context.Context) (T, error)) (T, error) {
+	v, end, err := runBounded(ctx, func() string { return what }, f, nil)
+	var zero T
+	switch end {
+	case boundedInTime:
+		return v, err
+	case boundedLate:
+		if err == nil {
+			err = ctx.Err() // too late: the answer is not used
+		}
+	}
+	return zero, err
+}
+
+// boundedEnd tells how a call run by runBounded ended for its caller.
+type boundedEnd int
+
+const (
+	// boundedInTime: the call answered before its context ended.
+	boundedInTime boundedEnd = iota
+	// boundedLate: the call answered after its context ended, within
+	// abandonGrace.
+	boundedLate
+	// boundedAbandoned: the call had not answered abandonGrace after its
+	// context ended; it goes on in its goroutine.
+	boundedAbandoned
+)
+
+// runBounded is callBounded's engine, for callers that decide themselves
+// what a late answer is worth and that must act when an abandoned call
+// ends. It runs f on a goroutine of its own and returns f's answer as
+// given (a panic is an error naming what(), called only then) with how the
+// call ended; for an abandoned call, the zero value and an error saying
+// so, wrapping ctx's error. When the call is abandoned and late is not nil, late is called on
+// the call's goroutine with its answer once f returns (or panics), and
+// never otherwise; it may run before runBounded has returned, so whatever
+// it needs must be set up before the call.
+func runBounded[T any](ctx context.Context, what func() string, f func(context.Context) (T, error), late func(T, error)) (T, boundedEnd, error) {
 	type answer struct {
 		v   T
 		err error
 	}
-	done := make(chan answer, 1) // never blocks the abandoned call
+	const (
+		running int32 = iota
+		answered
+		abandoned
+	)
+	var state atomic.Int32
+	done := make(chan answer, 1) // never blocks the call
 	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- answer{err: fmt.Errorf("%s panicked: %v", what, p)}
-			}
+		var a answer
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					a = answer{err: fmt.Errorf("%s panicked: %v", what(), p)}
+				}
+			}()
+			a.v, a.err = f(ctx)
 		}()
-		v, err := f(ctx)
-		done <- answer{v, err}
+		if state.CompareAndSwap(running, answered) {
+			done <- a
+			return
+		}
+		if late != nil {
+			late(a.v, a.err)
+		}
 	}()
-	var zero T
 	select {
 	case a := <-done:
-		if a.err == nil && ctx.Err() != nil {
-			return zero, ctx.Err() // answered, but after its deadline
+		if ctx.Err() != nil {
+			return a.v, boundedLate, a.err
 		}
-		return a.v, a.err
+		return a.v, boundedInTime, a.err
 	case <-ctx.Done():
 	}
 	t := time.NewTimer(abandonGrace)
 	defer t.Stop()
 	select {
 	case a := <-done:
-		if a.err == nil {
-			a.err = ctx.Err() // too late: the answer is not used
-		}
-		return zero, a.err
+		return a.v, boundedLate, a.err
 	case <-t.C:
-		return zero, fmt.Errorf("memories: %s abandoned %v after its context ended: %w", what, abandonGrace, ctx.Err())
 	}
+	if !state.CompareAndSwap(running, abandoned) {
+		a := <-done // it answered just now
+		return a.v, boundedLate, a.err
+	}
+	var zero T
+	return zero, boundedAbandoned, fmt.Errorf("memories: %s abandoned %v after its context ended: %w", what(), abandonGrace, ctx.Err())
 }

@@ -255,9 +255,13 @@ type FactsStats struct {
 // it and waits for it to stop. A background extraction's model calls are
 // counted in the identity's next observed save or load (observe
 // Report.LLMCalls): the report of the save that started it was delivered
-// before they were made. In synchronous mode the caller extracts,
-// again at most one at a time per identity: a save that finds another
-// extraction of its identity running leaves its turn to that one.
+// before they were made. Those counts are kept for at most 65,536
+// identities at a time (beyond that a count is not kept) and dropped by
+// Close. Apart from them, a Facts memory keeps nothing per identity once
+// the identity's save or background work is done (it has no retry
+// backoff: a failed turn is not retried). In synchronous mode the caller
+// extracts, again at most one at a time per identity: a save that finds
+// another extraction of its identity running leaves its turn to that one.
 //
 // Facts is safe for concurrent use.
 type Facts struct {
@@ -681,10 +685,12 @@ func (m *Facts) Flush(ctx context.Context) error {
 
 // Close cancels every running extraction (its turn stays stored and is
 // extracted by the next Facts over the same store), waits for them to stop
-// and stops background work for good. Afterwards SaveContext, AddMessage,
-// Clear and Flush return an error wrapping ErrClosed; loads, Current and
-// History keep working. Closing again is a no-op that returns, like a
-// Close called concurrently, once the first Close has stopped the work.
+// and stops background work for good; the background model calls not
+// reported yet are dropped (see Facts, "Background mode"). Afterwards
+// SaveContext, AddMessage, Clear and Flush return an error wrapping
+// ErrClosed; loads, Current and History keep working. Closing again is a
+// no-op that returns, like a Close called concurrently, once the first
+// Close has stopped the work.
 func (m *Facts) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -703,6 +709,9 @@ func (m *Facts) Close() error {
 	if idle != nil {
 		<-idle
 	}
+	m.mu.Lock()
+	m.laterLLM = nil
+	m.mu.Unlock()
 	close(m.closeDone)
 	return nil
 }

@@ -85,11 +85,13 @@ type RecallEvent struct {
 	// Duration is how long the index took.
 	Duration time.Duration
 	// Err is nil on success. Otherwise it wraps the cause:
-	// retrieval.ErrEmbedding (the embedder failed or timed out),
-	// retrieval.ErrDegraded (one part of a hybrid failed; the other's
-	// hits were used), retrieval.ErrDimensionChanged or
+	// retrieval.ErrEmbedding (the embedder failed, panicked or timed
+	// out), retrieval.ErrDegraded (one part of a hybrid failed; the
+	// other's hits were used), retrieval.ErrDimensionChanged or
 	// retrieval.ErrSpaceMismatch (permanent), a vector store or message
-	// store error, or context.DeadlineExceeded (WithRecallTimeout).
+	// store error, an index call that panicked (the error says
+	// "panicked"), or context.DeadlineExceeded (WithRecallTimeout; also
+	// for a call abandoned because it ignored its context).
 	Err error
 }
 
@@ -243,6 +245,34 @@ type RecallEvent struct {
 // returned: by SaveContext and AddMessage as "stored; indexing failed", and
 // by LoadMemoryVariables. A cancelled context fails a load with its error.
 //
+// Every call into the index — and so every call to the embedder and the
+// vector store: embedding, adding, searching, deleting — is bounded as
+// Summary and Facts bound their model calls (the default index, BM25 in
+// process memory, is called directly: it cannot hang). A panic in it is an
+// index failure like any other (transient: reported, retried; the error
+// says "panicked") and never reaches the caller. A call that ignores its
+// context (the WithRecallTimeout deadline, or the caller's context) is
+// given a quarter second more, then abandoned: the save or load goes on as
+// after a timeout, with an error wrapping context.DeadlineExceeded
+// reported, and no lock of the identity stays held, so its next save, load
+// or Clear proceeds. An abandoned call goes on in its goroutine, and
+// nothing it does is recorded: the identity's indexed watermark (in
+// process, and under RecallStateName in the store) advances only for an
+// add that answered in time, so its units are indexed again at the next
+// save or load. When an abandoned (or late) add ends, what it stored for
+// messages that are gone by then (a Clear or Forget came meanwhile) is
+// taken back: removed from a durable index (a vector store that cannot
+// delete keeps it as stale vectors, never shown), or, from an in-process
+// index, with the identity's entries, rebuilt at its next use. A Clear
+// whose index delete is abandoned returns an error saying the messages are
+// cleared and the index was not; until that delete ends, nothing is
+// indexed for the identity in this Recall (the late delete would remove
+// it): turns saved meanwhile are indexed at the first save or load after
+// it. With a hybrid index (WithHybrid) a search does not wait for a vector
+// part that ignores its context (retrieval.HybridSearchGrace), so its
+// lexical part's hits are shown. Without WithRecallTimeout only the
+// caller's context bounds an index call.
+//
 // # Identities and stores
 //
 // One Recall serves many identities: each identity's units are indexed
@@ -258,8 +288,11 @@ type RecallEvent struct {
 // Recall is safe for concurrent use.
 type Recall struct {
 	base
-	idx        retrieval.Index
-	durable    retrieval.Durable // idx, if it is durable
+	idx     retrieval.Index
+	durable retrieval.Durable // idx, if it is durable
+	// inProcess: idx is a retrieval.BM25, called without a goroutine of
+	// its own (see indexCall).
+	inProcess  bool
 	k          int
 	budgetK    int
 	threshold  float64
@@ -293,6 +326,10 @@ type recallEntry struct {
 	mu    sync.Mutex // held while indexing or loading the identity
 	ready bool       // the identity's exchanges were indexed in this process
 	seen  int64      // the Seq of the newest message indexed
+	// deletes are closed when the index deletes of the identity that
+	// were abandoned (see deleteIndex) return; while one is open nothing
+	// is indexed for the identity. Guarded by mu.
+	deletes []chan struct{}
 
 	// The identity's exchanges as stored, kept up to date incrementally
 	// (see refreshExchanges) so that a load costs O(new messages + what
@@ -545,9 +582,11 @@ func (s *recallSettings) setIndex(option string, idx retrieval.Index) {
 }
 
 // WithRecallTimeout bounds each index operation of a Recall (embedding and
-// vector store calls included) by d; an operation that takes longer fails
-// as a transient failure (see Recall). Default 0: no bound but the call's
-// context. d < 0 is an error.
+// vector store calls included, and the index delete of a Clear) by d; an
+// operation that takes longer fails as a transient failure, and one that
+// ignores its context is abandoned a quarter second after d (see Recall,
+// "Failures"). Default 0: no bound but the call's context. d < 0 is an
+// error.
 func WithRecallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		c.scope("WithRecallTimeout", kindRecallOpt)
@@ -612,6 +651,7 @@ func NewRecall(opts ...Option) (*Recall, error) {
 		m.idx = m.lexical()
 	}
 	m.durable, _ = m.idx.(retrieval.Durable)
+	_, m.inProcess = m.idx.(*retrieval.BM25)
 	r := m.idx.Range()
 	m.threshold = r.Min
 	if s.thresholdSet {
@@ -794,6 +834,12 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	defer e.mu.Unlock()
 	recs, err := m.refreshExchanges(ctx, id, e)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
+		}
+		if errors.As(err, new(recallResetError)) {
+			return recallSelection{}, nil // a transient index failure, reported
+		}
 		return recallSelection{}, err
 	}
 	if err := m.syncLocked(ctx, id, e, recs); err != nil {
@@ -1024,7 +1070,9 @@ func abs(x int) int {
 }
 
 // Clear removes the messages and the index entries of the identity in ctx,
-// and only that one.
+// and only that one. When removing the index entries fails (or is
+// abandoned, see Recall, "Failures") after the messages were removed, the
+// error says the messages are cleared.
 func (m *Recall) Clear(ctx context.Context) error {
 	id, err := m.begin(ctx)
 	if err != nil {
@@ -1038,7 +1086,9 @@ func (m *Recall) Clear(ctx context.Context) error {
 		return fmt.Errorf("memstack: clearing: %w", err)
 	}
 	e.ready, e.seen = false, 0
-	if err := m.idx.Delete(ctx, id.Key()); err != nil {
+	ictx, cancel := m.indexCtx(ctx)
+	defer cancel()
+	if err := m.deleteIndex(ictx, id, e); err != nil {
 		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
 	}
 	return nil
@@ -1058,6 +1108,14 @@ func (m *Recall) acquire(id identity) *recallEntry {
 	}
 	e.refs++
 	return e
+}
+
+// hold marks e in use once more (an index call that may outlive its
+// caller); release ends it.
+func (m *Recall) hold(e *recallEntry) {
+	m.mu.Lock()
+	e.refs++
+	m.mu.Unlock()
 }
 
 // release marks e no longer in use and evicts the least recently used
@@ -1123,7 +1181,7 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	if len(docs) > 0 {
 		ictx, cancel := m.indexCtx(ctx)
 		start := time.Now()
-		err := m.add(ictx, id, docs)
+		err := m.add(ictx, id, e, docs)
 		cancel()
 		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
 		if err != nil {
@@ -1178,11 +1236,10 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 }
 
 // add adds docs to the index; for a durable index it checks and advances
-// the identity's recorded state.
-func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) error {
-	scope := id.Key()
+// the identity's recorded state. e.mu is held.
+func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) error {
 	if m.durable == nil {
-		return m.idx.Add(ctx, scope, docs)
+		return m.addDocs(ctx, id, e, docs, 0)
 	}
 	st, version, err := m.readRecallState(ctx, id)
 	if err != nil {
@@ -1191,7 +1248,7 @@ func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) err
 	if err := m.durable.CheckSpaces(st.Spaces); err != nil {
 		return err
 	}
-	if err := m.durable.AddSince(ctx, scope, docs, st.Through); err != nil {
+	if err := m.addDocs(ctx, id, e, docs, st.Through); err != nil {
 		return err
 	}
 	// Cleared means gone: if another replica cleared (or a Forget removed)
@@ -1240,6 +1297,151 @@ func (m *Recall) add(ctx context.Context, id identity, docs []retrieval.Doc) err
 	}
 }
 
+// indexCall runs f, one call into m's index (and so into its embedder and
+// vector store), through runBounded: a panic is an error, and a call that
+// outlives its context by abandonGrace is abandoned (see Recall,
+// "Failures"); late, if not nil, runs when an abandoned call ends.
+// The default index (a retrieval.BM25: in process memory, no model, no
+// store) is called on the caller's goroutine, its panics recovered all the
+// same: it cannot hang, and a goroutine per call would cost its fast
+// operations more than they do.
+func indexCall[T any](m *Recall, ctx context.Context, op string, f func(context.Context) (T, error), late func(T, error)) (T, boundedEnd, error) {
+	what := func() string { return fmt.Sprintf("%s in the recall index %s", op, recallIndexName(m.idx)) }
+	if m.inProcess {
+		v, err := callRecovered(ctx, what, f)
+		if ctx.Err() != nil {
+			return v, boundedLate, err
+		}
+		return v, boundedInTime, err
+	}
+	return runBounded(ctx, what, f, late)
+}
+
+// callRecovered calls f; a panic is an error naming what().
+func callRecovered[T any](ctx context.Context, what func() string, f func(context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("%s panicked: %v", what(), p)
+		}
+	}()
+	return f(ctx)
+}
+
+// addDocs adds docs to the index (for a durable index, those with Through
+// after since) as a bounded call; e.mu is held. The caller records the
+// docs as indexed only when it returns nil, which it does only for an add
+// that answered in time: an add whose answer came late, or that was
+// abandoned, fails, and its docs are indexed again at the next save or
+// load. Once such an add has returned, afterAdd takes back what it added
+// for messages that are gone by then.
+func (m *Recall) addDocs(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc, since int64) error {
+	if err := m.deletePending(e); err != nil {
+		return err
+	}
+	m.hold(e) // released when the call has ended (by afterAdd, if its answer is not used)
+	// afterAdd outlives the call: ctx's values without its deadline, and
+	// without its Recorder (the call's report is done by then).
+	bg := observe.WithRecorder(context.WithoutCancel(ctx), nil)
+	_, end, err := indexCall(m, ctx, "add", func(ctx context.Context) (struct{}, error) {
+		if m.durable != nil {
+			return struct{}{}, m.durable.AddSince(ctx, id.Key(), docs, since)
+		}
+		return struct{}{}, m.idx.Add(ctx, id.Key(), docs)
+	}, func(struct{}, error) { m.afterAdd(bg, id, e, docs) })
+	switch end {
+	case boundedInTime:
+		m.release(e)
+	case boundedLate:
+		go m.afterAdd(bg, id, e, docs)
+		if err == nil {
+			err = fmt.Errorf("memstack: the recall index answered after its context ended: %w", ctx.Err())
+		}
+	}
+	return err
+}
+
+// afterAdd runs once an add whose answer was not used has returned (see
+// addDocs), and releases e. What the add stored for messages the store no
+// longer holds — a Clear or Forget, here or in another process, came
+// while it ran — is taken back: removed from a durable index (a store that
+// cannot remove single docs keeps them, never shown: Seqs are never
+// reused), or, from an in-process index, with the identity's entries,
+// which its next save or load rebuilds from the store. Failures are not
+// reported (the hook is called on callers' goroutines only).
+func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) {
+	defer m.release(e)
+	ctx, cancel := context.WithTimeout(ctx, m.cleanupTimeout())
+	defer cancel()
+	if m.durable != nil {
+		_, _ = m.dropGone(ctx, id, docs)
+		return
+	}
+	stat, err := m.cfg.store.Stat(ctx, id)
+	if err != nil || !slices.ContainsFunc(docs, func(d retrieval.Doc) bool { return stat.Count == 0 || d.Through < stat.FirstSeq }) {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m.deleteIndex(ctx, id, e) == nil {
+		e.ready, e.seen = false, 0
+	}
+}
+
+// deleteIndex deletes the identity's index entries as a bounded call; e.mu
+// is held. A delete that is abandoned goes on; until it has returned,
+// nothing is indexed for the identity (deletePending), since it would
+// remove what was indexed meanwhile.
+func (m *Recall) deleteIndex(ctx context.Context, id identity, e *recallEntry) error {
+	m.hold(e) // released when the call has ended
+	done := make(chan struct{})
+	_, end, err := indexCall(m, ctx, "delete", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.idx.Delete(ctx, id.Key())
+	}, func(struct{}, error) {
+		close(done)
+		m.release(e)
+	})
+	if end == boundedAbandoned {
+		e.deletes = append(e.deletes, done)
+	} else {
+		m.release(e)
+	}
+	return err
+}
+
+// errDeletePending fails the indexing of an identity while a delete of its
+// index entries that was abandoned still runs.
+var errDeletePending = errors.New("memstack: not indexed: an abandoned delete of the identity's recall index entries (a Clear's) is still running; indexing is retried at the next save or load")
+
+// deletePending returns errDeletePending while an abandoned delete of e's
+// identity runs; e.mu is held.
+func (m *Recall) deletePending(e *recallEntry) error {
+	e.deletes = slices.DeleteFunc(e.deletes, func(done chan struct{}) bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if len(e.deletes) > 0 {
+		return errDeletePending
+	}
+	e.deletes = nil
+	return nil
+}
+
+// recallCleanupTimeout bounds the work afterAdd does when no
+// WithRecallTimeout is set.
+const recallCleanupTimeout = 30 * time.Second
+
+func (m *Recall) cleanupTimeout() time.Duration {
+	if m.timeout > 0 {
+		return m.timeout
+	}
+	return recallCleanupTimeout
+}
+
 // dropGone removes from the durable index the docs whose messages the
 // store no longer holds (all of them are older than its oldest message)
 // and returns the others.
@@ -1261,7 +1463,10 @@ func (m *Recall) dropGone(ctx context.Context, id identity, docs []retrieval.Doc
 		return docs, nil
 	}
 	if r, ok := m.durable.(retrieval.Remover); ok {
-		if err := r.Remove(ctx, id.Key(), gone); err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
+		_, _, err := indexCall(m, ctx, "remove", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, r.Remove(ctx, id.Key(), gone)
+		}, nil)
+		if err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
 			return nil, fmt.Errorf("memstack: removing the index entries of cleared messages: %w", err)
 		}
 	}
@@ -1288,7 +1493,12 @@ func (m *Recall) search(ctx context.Context, id identity, query string, k int) (
 	ictx, cancel := m.indexCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	hits, err := m.idx.Search(ictx, id.Key(), query, k)
+	// An answer that comes after the deadline but within the grace is
+	// used: a search commits nothing, and a hybrid whose vector part
+	// hangs answers then with its lexical part's hits.
+	hits, _, err := indexCall(m, ictx, "search", func(ctx context.Context) ([]retrieval.Hit, error) {
+		return m.idx.Search(ctx, id.Key(), query, k)
+	}, nil)
 	m.report(id, RecallOpSearch, len(hits), time.Since(start), err)
 	return hits, err
 }
@@ -1351,8 +1561,16 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 		// so removed units do not take the places of real hits. (A
 		// durable index keeps its entries; hits for removed units are
 		// skipped, and the search asks for more — see selectExchanges.)
-		if err := m.idx.Delete(ctx, id.Key()); err != nil {
-			return nil, fmt.Errorf("memstack: resetting the recall index: %w", err)
+		ictx, cancel := m.indexCtx(ctx)
+		start := time.Now()
+		err := m.deleteIndex(ictx, id, e)
+		cancel()
+		if err != nil {
+			// An index failure like any other: reported, and the load
+			// shows nothing; the next load resets again (e is as it was).
+			err = fmt.Errorf("memstack: resetting the recall index: %w", err)
+			m.report(id, RecallOpIndex, 0, time.Since(start), err)
+			return nil, recallResetError{err}
 		}
 		e.ready, e.seen = false, 0
 	}
@@ -1363,6 +1581,13 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 	}
 	return recs, nil
 }
+
+// recallResetError is refreshExchanges' error when deleting the identity's
+// in-process index entries failed: an index failure, reported already.
+type recallResetError struct{ err error }
+
+func (e recallResetError) Error() string { return e.err.Error() }
+func (e recallResetError) Unwrap() error { return e.err }
 
 // variablesOf renders the exchanges exs[i] for i in order (ascending).
 func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/memstack/memstack/adapter"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -153,7 +154,14 @@ type SummaryStats struct {
 // both modes. The identity is not tried again until the retry backoff
 // (WithRetryBackoff; default 1s doubling up to 1m) has passed; the next turn
 // after that retries. A cancelled context abandons the summarization (no
-// backoff).
+// backoff). The backoff is kept in process memory for the 16,384
+// identities that failed most recently; an identity pushed out by newer
+// failures (or after a restart) retries at its next turn, starting again
+// from the shortest backoff. A fold that commits, and a Clear, end an
+// identity's backoff; Close drops them all. Apart from the backoffs and,
+// in token mode, the bounded cache of token counts (WithCacheSize), a
+// Summary keeps nothing per identity once the identity's save or
+// background work is done.
 //
 // # Background mode
 //
@@ -186,9 +194,27 @@ type Summary struct {
 	// closeDone is closed when the first Close has stopped the work;
 	// set with closed.
 	closeDone chan struct{}
-	ids       map[identity]*sumEntry
-	inflight  int           // summarizations and background workers running
-	idle      chan struct{} // closed when inflight drops to 0; nil while 0
+	// ids holds the entries of the identities in use (a save, a Clear, a
+	// worker); an entry goes when its last user releases it.
+	ids map[identity]*sumEntry
+	// backoffs holds the retry backoff of the identities whose last
+	// summarization failed, the maxSummaryBackoffs most recent; guarded
+	// by mu.
+	backoffs *simplelru.LRU[identity, sumBackoff]
+	inflight int           // summarizations and background workers running
+	idle     chan struct{} // closed when inflight drops to 0; nil while 0
+}
+
+// maxSummaryBackoffs bounds how many identities' retry backoffs a Summary
+// keeps (see Summary, "Failures"): with a failing model, the bookkeeping
+// of a Summary serving any number of identities stays bounded.
+const maxSummaryBackoffs = 1 << 14
+
+// sumBackoff is the retry backoff of an identity whose summarizations
+// failed.
+type sumBackoff struct {
+	failures int // consecutive summarizer failures
+	nextTry  time.Time
 }
 
 // sumEntry is the per-identity coordination state of a Summary.
@@ -197,12 +223,10 @@ type sumEntry struct {
 	// identity, and by Clear.
 	sem chan struct{}
 	// The rest is guarded by Summary.mu.
-	refs     int
-	worker   bool // a background worker goroutine runs for the identity
-	dirty    bool // messages arrived since the worker last planned
-	failures int  // consecutive summarizer failures
-	nextTry  time.Time
-	cancel   context.CancelFunc // cancels the running step, if any
+	refs   int
+	worker bool               // a background worker goroutine runs for the identity
+	dirty  bool               // messages arrived since the worker last planned
+	cancel context.CancelFunc // cancels the running step, if any
 }
 
 // summaryState is what a Summary keeps in the store's state per identity.
@@ -239,6 +263,7 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
+	m.backoffs, _ = simplelru.NewLRU[identity, sumBackoff](maxSummaryBackoffs, nil)
 	c := &m.cfg
 	if ps, ok := c.store.(store.ProcessState); ok && ps.StateInProcess() && c.retention != nil {
 		return nil, fmt.Errorf("%w: NewSummary: WithStore(%T) with WithRetention(%s): under a retention a Summary removes the messages it folded into its state, "+
@@ -388,7 +413,7 @@ func (m *Summary) Clear(ctx context.Context) error {
 		return fmt.Errorf("memstack: clearing: %w", err)
 	}
 	m.mu.Lock()
-	e.failures, e.nextTry = 0, time.Time{}
+	m.backoffs.Remove(id)
 	m.mu.Unlock()
 	return nil
 }
@@ -422,10 +447,11 @@ func (m *Summary) Flush(ctx context.Context) error {
 }
 
 // Close cancels every running summarization (their messages stay raw),
-// waits for them to stop and stops background work for good. Afterwards
-// SaveContext, AddMessage, Clear and Flush return ErrClosed; loads keep
-// working. Closing again is a no-op that returns, like a Close called
-// concurrently, once the first Close has stopped the work.
+// waits for them to stop and stops background work for good, dropping
+// every identity's retry backoff. Afterwards SaveContext, AddMessage,
+// Clear and Flush return ErrClosed; loads keep working. Closing again is a
+// no-op that returns, like a Close called concurrently, once the first
+// Close has stopped the work.
 func (m *Summary) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -444,6 +470,9 @@ func (m *Summary) Close() error {
 	if idle != nil {
 		<-idle
 	}
+	m.mu.Lock()
+	m.backoffs.Purge()
+	m.mu.Unlock()
 	close(m.closeDone)
 	return nil
 }
@@ -504,12 +533,19 @@ func (m *Summary) release(id identity, e *sumEntry) {
 }
 
 // releaseLocked drops a reference to e, and e itself once nothing uses it
-// and it holds no backoff.
+// (its backoff, if any, is in m.backoffs).
 func (m *Summary) releaseLocked(id identity, e *sumEntry) {
 	e.refs--
-	if e.refs == 0 && !e.worker && e.failures == 0 && m.ids[id] == e {
+	if e.refs == 0 && !e.worker && m.ids[id] == e {
 		delete(m.ids, id)
 	}
+}
+
+// waitingLocked reports whether id's retry backoff has not passed yet.
+// m.mu must be held.
+func (m *Summary) waitingLocked(id identity) bool {
+	b, ok := m.backoffs.Peek(id)
+	return ok && time.Now().Before(b.nextTry)
 }
 
 // startLocked counts one more running summarization or worker; it fails
@@ -543,7 +579,7 @@ func (m *Summary) summarizeNow(ctx context.Context, id identity) error {
 		return nil
 	}
 	e := m.entryLocked(id)
-	wait := time.Now().Before(e.nextTry)
+	wait := m.waitingLocked(id)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -596,7 +632,7 @@ func (m *Summary) kick(ctx context.Context, id identity) {
 func (m *Summary) work(ctx context.Context, id identity, e *sumEntry) {
 	for {
 		m.mu.Lock()
-		if !e.dirty || m.closed || time.Now().Before(e.nextTry) {
+		if !e.dirty || m.closed || m.waitingLocked(id) {
 			// Exit in the same critical section that kick checks, so a
 			// message arriving now starts a new worker.
 			e.worker = false
@@ -632,7 +668,7 @@ func (m *Summary) step(ctx context.Context, id identity, e *sumEntry) error {
 		e.cancel = nil
 		m.mu.Unlock()
 	}()
-	return m.attempt(ctx, id, e)
+	return m.attempt(ctx, id)
 }
 
 // summarize calls the summarizer through callBounded: a panic is an
@@ -652,7 +688,7 @@ type sumPlan struct {
 }
 
 // attempt plans a fold for id and, if one is due, summarizes and commits it.
-func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
+func (m *Summary) attempt(ctx context.Context, id identity) error {
 	p, err := m.plan(ctx, id)
 	if err != nil {
 		m.report(id, 0, 0, err)
@@ -684,7 +720,7 @@ func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
 	if err != nil {
 		m.failures.Add(1)
 		if ctx.Err() == nil { // a cancelled call is not the summarizer's fault
-			m.backoff(e)
+			m.backoff(id)
 		}
 		err = fmt.Errorf("summarizing %d messages of %s: %w", n, id.Key(), err)
 		m.report(id, n, took, err)
@@ -710,7 +746,7 @@ func (m *Summary) attempt(ctx context.Context, id identity, e *sumEntry) error {
 	}
 	m.folded.Add(int64(n))
 	m.mu.Lock()
-	e.failures, e.nextTry = 0, time.Time{}
+	m.backoffs.Remove(id)
 	m.mu.Unlock()
 	// Committed. Under a retention, removing folded messages is
 	// housekeeping (loads already skip them), so it is not cancelled with
@@ -731,16 +767,23 @@ func (m *Summary) tidy(ctx context.Context, id identity) {
 	}
 }
 
-func (m *Summary) backoff(e *sumEntry) {
+// backoff records one more failure of id and when to try it again. After
+// Close it records nothing.
+func (m *Summary) backoff(id identity) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.failures++
+	if m.closed {
+		return
+	}
+	b, _ := m.backoffs.Get(id)
+	b.failures++
 	d := m.retryMin
-	for i := 1; i < e.failures && d < m.retryMax; i++ {
+	for i := 1; i < b.failures && d < m.retryMax; i++ {
 		d *= 2
 	}
 	d = min(d, m.retryMax)
-	e.nextTry = time.Now().Add(d)
+	b.nextTry = time.Now().Add(d)
+	m.backoffs.Add(id, b)
 }
 
 func (m *Summary) report(id identity, n int, took time.Duration, err error) {

@@ -46,5 +46,11 @@
 // Embedder failures are wrapped in ErrEmbedding: transient, worth retrying.
 // ErrDimensionChanged and ErrSpaceMismatch are permanent (Permanent).
 // Embedding calls are counted in the observe.Recorder of the call's
-// context, if any.
+// context, if any. A panicking embedder or vector store fails the
+// operation with an error (an embedder's wraps ErrEmbedding); no panic of
+// theirs reaches the caller or ends the process. An embedder or store that
+// ignores its context is waited for (a hybrid search only
+// HybridSearchGrace past the context, then it answers with the other
+// part): memories.Recall bounds each index call and abandons one that
+// outlives its context.
 package retrieval

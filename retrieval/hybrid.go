@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 )
 
 // RRFK is the constant k of reciprocal-rank fusion (Cormack et al., 2009):
@@ -50,7 +51,13 @@ func WithMinScores(minA, minB float64) HybridOption {
 // returns the other part's ranking (scores normalised over that one part)
 // together with an error wrapping ErrDegraded and the cause; Add adds to the
 // part that works and returns such an error too. When both fail, there are
-// no hits and the error joins both causes.
+// no hits and the error joins both causes. A part that panics fails like
+// one that returns an error (the parts run on goroutines of the hybrid's,
+// where no caller could recover a panic). Search waits for a part that
+// ignores its context at most HybridSearchGrace after the context ended,
+// then fuses the other part's ranking (the late part's answer is
+// discarded); Add and Delete wait for both parts, so whoever bounds them
+// (memories.Recall) sees when the whole write has ended.
 //
 // The result implements Durable when a or b does (AddSince passes since to
 // the durable parts and every doc to the others), and Releaser, forwarding
@@ -77,6 +84,13 @@ func NewHybrid(a, b Index, opts ...HybridOption) (Index, error) {
 	return h, nil
 }
 
+// HybridSearchGrace is how long a hybrid search waits, after its context
+// ended, for a part that has not answered (an embedder that ignores its
+// context) before it returns the other part's ranking. It is shorter than
+// the grace memories.Recall gives an index call, so the working part's
+// hits reach the caller.
+const HybridSearchGrace = 100 * time.Millisecond
+
 type hybrid struct {
 	parts  [2]Index
 	min    [2]float64
@@ -100,14 +114,16 @@ func (h *hybrid) String() string {
 // Range returns FusedRange, [0, 1].
 func (h *hybrid) Range() Range { return FusedRange }
 
-// both runs f on both parts concurrently and returns their errors.
-func (h *hybrid) both(f func(i int, p Index) error) [2]error {
+// both runs f on both parts concurrently and returns their errors; a part
+// whose f panics fails with an error saying so.
+func (h *hybrid) both(op string, f func(i int, p Index) error) [2]error {
 	var errs [2]error
 	var wg sync.WaitGroup
 	for i, p := range h.parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer catch(&errs[i], "%s in %s", op, lazyName{p})
 			errs[i] = f(i, p)
 		}()
 	}
@@ -133,7 +149,7 @@ func (h *hybrid) Add(ctx context.Context, scope string, docs []Doc) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return h.combine("add", h.both(func(_ int, p Index) error { return p.Add(ctx, scope, docs) }))
+	return h.combine("add", h.both("add", func(_ int, p Index) error { return p.Add(ctx, scope, docs) }))
 }
 
 // Search fuses both parts' rankings (see NewHybrid).
@@ -144,13 +160,7 @@ func (h *hybrid) Search(ctx context.Context, scope, query string, k int) ([]Hit,
 	if err := checkK(k); err != nil {
 		return nil, err
 	}
-	depth := max(4*k, 20)
-	var lists [2][]Hit
-	errs := h.both(func(i int, p Index) error {
-		hits, err := p.Search(ctx, scope, query, depth)
-		lists[i] = hits
-		return err
-	})
+	lists, errs := h.searchParts(ctx, scope, query, max(4*k, 20))
 	answered := 0
 	fused := make(map[int64]float64)
 	for i, hits := range lists {
@@ -183,12 +193,65 @@ func (h *hybrid) Search(ctx context.Context, scope, query string, k int) ([]Hit,
 	return hits, err
 }
 
+// lazyName formats as describe(idx), when formatted.
+type lazyName struct{ idx Index }
+
+func (n lazyName) String() string { return describe(n.idx) }
+
+// searchParts searches both parts concurrently and returns their hits and
+// errors. A part that panics fails with an error saying so; a part that
+// has not answered HybridSearchGrace after ctx ended fails with an error
+// wrapping ctx's, and its answer is discarded when it comes.
+func (h *hybrid) searchParts(ctx context.Context, scope, query string, depth int) ([2][]Hit, [2]error) {
+	type answer struct {
+		i    int
+		hits []Hit
+		err  error
+	}
+	answers := make(chan answer, len(h.parts)) // never blocks a late part
+	for i, p := range h.parts {
+		go func() {
+			a := answer{i: i}
+			func() {
+				defer catch(&a.err, "search in %s", lazyName{p})
+				a.hits, a.err = p.Search(ctx, scope, query, depth)
+			}()
+			answers <- a
+		}()
+	}
+	var lists [2][]Hit
+	var errs [2]error
+	var answered [2]bool
+	done := ctx.Done()
+	var grace <-chan time.Time
+	for n := 0; n < len(h.parts); {
+		select {
+		case a := <-answers:
+			lists[a.i], errs[a.i], answered[a.i] = a.hits, a.err, true
+			n++
+		case <-done:
+			done = nil
+			t := time.NewTimer(HybridSearchGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			for i, ok := range answered {
+				if !ok {
+					errs[i] = fmt.Errorf("retrieval: search in %s abandoned %v after its context ended: %w", describe(h.parts[i]), HybridSearchGrace, ctx.Err())
+				}
+			}
+			return lists, errs
+		}
+	}
+	return lists, errs
+}
+
 // Delete deletes scope from both parts.
 func (h *hybrid) Delete(ctx context.Context, scope string) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return h.combine("delete", h.both(func(_ int, p Index) error { return p.Delete(ctx, scope) }))
+	return h.combine("delete", h.both("delete", func(_ int, p Index) error { return p.Delete(ctx, scope) }))
 }
 
 // Release forwards to the parts that implement Releaser.
@@ -205,7 +268,7 @@ func (h *durableHybrid) AddSince(ctx context.Context, scope string, docs []Doc, 
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return h.combine("add", h.both(func(_ int, p Index) error {
+	return h.combine("add", h.both("add", func(_ int, p Index) error {
 		if d, ok := p.(Durable); ok {
 			return d.AddSince(ctx, scope, docs, since)
 		}

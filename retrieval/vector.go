@@ -67,6 +67,15 @@ const (
 // Vector implements Durable, so memories.Recall records the space and
 // refuses a different one after a restart.
 //
+// # Failures
+//
+// An embedder error, and an embedder that panics, fail the operation with
+// an error wrapping ErrEmbedding; a vector store that fails or panics fails
+// it with an error naming the store. A panic never reaches the caller.
+// Calls honour ctx only as far as the embedder and the store do: one that
+// ignores its context is bounded by the caller (memories.Recall abandons
+// it; see memories.Recall, "Failures").
+//
 // Scores are the store's similarity scores: cosine similarity in [-1, 1]
 // for Chromem and pgvector. Vector is safe for concurrent use if its
 // embedder and store are.
@@ -292,7 +301,7 @@ func (m *metered) EmbedDocuments(ctx context.Context, texts []string) ([][]float
 		}
 	}
 	m.rec.EmbeddingCall(1)
-	vecs, err := m.v.emb.EmbedDocuments(ctx, texts)
+	vecs, err := m.embedDocuments(ctx, texts)
 	if err != nil {
 		return nil, m.fail(fmt.Errorf("%w: embedding %d texts with %q: %w", ErrEmbedding, len(texts), m.v.name, err))
 	}
@@ -310,7 +319,7 @@ func (m *metered) EmbedDocuments(ctx context.Context, texts []string) ([][]float
 // EmbedQuery implements embeddings.Embedder.
 func (m *metered) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
 	m.rec.EmbeddingCall(1)
-	vec, err := m.v.emb.EmbedQuery(ctx, text)
+	vec, err := m.embedQuery(ctx, text)
 	if err != nil {
 		return nil, m.fail(fmt.Errorf("%w: embedding a query with %q: %w", ErrEmbedding, m.v.name, err))
 	}
@@ -318,6 +327,35 @@ func (m *metered) EmbedQuery(ctx context.Context, text string) ([]float32, error
 		return nil, m.fail(err)
 	}
 	return vec, nil
+}
+
+// embedDocuments calls the embedder; a panic is an error.
+func (m *metered) embedDocuments(ctx context.Context, texts []string) (vecs [][]float32, err error) {
+	defer catch(&err, "the embedder")
+	return m.v.emb.EmbedDocuments(ctx, texts)
+}
+
+// embedQuery calls the embedder; a panic is an error.
+func (m *metered) embedQuery(ctx context.Context, text string) (vec []float32, err error) {
+	defer catch(&err, "the embedder")
+	return m.v.emb.EmbedQuery(ctx, text)
+}
+
+// addDocuments, similaritySearch and deleteDocuments call the vector
+// store; a panic is an error.
+func (v *Vector) addDocuments(ctx context.Context, docs []schema.Document, opts []vectorstores.Option) (_ []string, err error) {
+	defer catch(&err, "the vector store %T", v.vs)
+	return v.vs.AddDocuments(ctx, docs, opts...)
+}
+
+func (v *Vector) similaritySearch(ctx context.Context, query string, n int, opts []vectorstores.Option) (_ []schema.Document, err error) {
+	defer catch(&err, "the vector store %T", v.vs)
+	return v.vs.SimilaritySearch(ctx, query, n, opts...)
+}
+
+func deleteDocuments(ctx context.Context, d DocumentDeleter, filter any) (err error) {
+	defer catch(&err, "the vector store %T", d)
+	return d.DeleteDocuments(ctx, filter)
 }
 
 // storeErr returns the error to report for a failed store call: the
@@ -378,7 +416,7 @@ func (v *Vector) AddSince(ctx context.Context, scope string, docs []Doc, since i
 			},
 		}
 	}
-	if _, err := v.vs.AddDocuments(ctx, sdocs, opts...); err != nil {
+	if _, err := v.addDocuments(ctx, sdocs, opts); err != nil {
 		return m.storeErr("adding documents", err)
 	}
 	return nil
@@ -401,7 +439,7 @@ func (v *Vector) Search(ctx context.Context, scope, query string, k int) ([]Hit,
 		opts = append(opts, vectorstores.WithEmbedder(m))
 	}
 	// Ask for more than k: re-indexed docs may come back twice.
-	res, err := v.vs.SimilaritySearch(ctx, query, 2*k, opts...)
+	res, err := v.similaritySearch(ctx, query, 2*k, opts)
 	if err != nil {
 		return nil, m.storeErr("searching", err)
 	}
@@ -460,7 +498,7 @@ func (v *Vector) Delete(ctx context.Context, scope string) error {
 		return err
 	}
 	if d, ok := v.vs.(DocumentDeleter); ok {
-		if err := d.DeleteDocuments(ctx, v.filter(scope)); err != nil {
+		if err := deleteDocuments(ctx, d, v.filter(scope)); err != nil {
 			return fmt.Errorf("retrieval: deleting a scope's documents from %T: %w", v.vs, err)
 		}
 	}
@@ -503,7 +541,7 @@ func (v *Vector) Remove(ctx context.Context, scope string, seqs []int64) error {
 		default:
 			return fmt.Errorf("%w: the scope filter is a %T, not a map a Seq can be added to", ErrCannotRemove, base)
 		}
-		if err := d.DeleteDocuments(ctx, f); err != nil {
+		if err := deleteDocuments(ctx, d, f); err != nil {
 			return fmt.Errorf("retrieval: deleting document Seq %d from %T: %w", seq, v.vs, err)
 		}
 	}
