@@ -125,6 +125,24 @@
 // conversation, so a window over a store that holds 100,000 messages
 // loads as fast as over one that holds a thousand.
 //
+// # Writes whose outcome is unknown
+//
+// A write sent to a server whose reply never comes — the call's deadline
+// or cancellation, a dropped connection, a failover — may or may not have
+// been applied, and may still be applied after the call returned. A
+// network backend then returns an error wrapping ErrOutcomeUnknown (and
+// the cause: errors.Is(err, context.DeadlineExceeded) still holds), never
+// a plain error that reads as "nothing was stored". Retry such a write so
+// that it happens once: an Append under the same append key (memories
+// derive it from memstack.WithSaveKey, so a SaveContext retried under the
+// same save key stores its turn once); a PutState after reading the state
+// again (its first try may have landed, and a retry with the same expect
+// then conflicts). A write that fails without ErrOutcomeUnknown was not
+// applied, and one whose context was already done, or that failed before
+// anything was sent, never wraps it. InMemory and sqlitestore work in
+// process and always know (see each backend's documentation); History
+// knows what the langchaingo history it wraps tells it.
+//
 // All implementations must be safe for concurrent use by multiple
 // goroutines, and — for shared backends — by multiple processes.
 //
@@ -336,6 +354,30 @@ var ErrInvalidArgument = errors.New("store: invalid argument")
 // ErrConflict is wrapped by PutState's error when the stored version is not
 // the expected one: another writer updated the value first.
 var ErrConflict = errors.New("store: state version conflict")
+
+// ErrOutcomeUnknown is wrapped by the error of a write whose outcome the
+// store cannot tell: the write reached, or may have reached, the server
+// (a Redis script, a PostgreSQL transaction with its COMMIT) and no reply
+// came — a deadline or a cancellation during the call, a dropped
+// connection, a failover — so it may or may not have been applied, and
+// may still be applied after the call returned. The error wraps the cause
+// too, so errors.Is(err, context.DeadlineExceeded) or
+// errors.Is(err, context.Canceled) still holds.
+//
+// Retry it to make it happen exactly once: an Append under the same
+// append key (WithAppendKey; a memory's SaveContext under the same
+// memstack.WithSaveKey) stores its unit once however many of the tries
+// landed, within the time the backend remembers the key (see "One
+// transcript" in the package documentation). An Append without a key may
+// store its unit twice if retried. Read the state again before retrying a
+// PutState: a retry with the same expect conflicts if the first try
+// landed. Clear, Forget and RemovePrefix may simply be called again.
+//
+// An error without it means the write was not applied. A call whose
+// context was already done, or that failed before anything was sent,
+// never returns it; nor do the in-process stores (InMemory and
+// sqlitestore), which know the outcome of every write.
+var ErrOutcomeUnknown = errors.New("store: write outcome unknown (no reply came: it may have been applied)")
 
 // CheckStateName returns an error naming the problem if name cannot be a
 // state name: it must be 1 to 200 bytes of printable ASCII.

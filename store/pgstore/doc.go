@@ -172,8 +172,9 @@
 // that another transaction is inserting wait for it and then conflict,
 // from any pool or process. A transaction the server rolled back (see
 // below) stored nothing, key included, so its rerun stores the unit once;
-// after a lost reply the outcome is unknown, and the caller's retry under
-// the same key stores the unit only if the lost one did not.
+// after a lost reply the outcome is unknown (the error wraps
+// store.ErrOutcomeUnknown), and the caller's retry under the same key
+// stores the unit only if the lost one did not.
 //
 // A key lives as long as its row: RemovePrefix keeps it with a system
 // message and removes it with another, and Rewrite, Clear, Forget and
@@ -230,10 +231,28 @@
 // breaks after a batch was sent — a lost reply, a server crash, a
 // failover — the outcome is unknown and the call returns the error (pgx
 // and pgxpool never resend a query either). So a write is applied at most
-// once, and exactly once when the call returned nil; a caller that retries
-// such a failed Append may store the turn twice, and one that retries a
-// PutState conflicts when its first try landed. storetest.RunFaults, run
-// by this package's tests through a proxy that loses replies, checks it.
+// once, and exactly once when the call returned nil. storetest.RunFaults,
+// run by this package's tests through a proxy that loses replies, checks
+// it.
+//
+// The error of a write whose transaction may have committed wraps
+// store.ErrOutcomeUnknown, and the cause with it (errors.Is(err,
+// context.DeadlineExceeded) still holds): the batch, COMMIT included, was
+// sent, and no reply said how it ended — a connection that broke or timed
+// out, a context that ended while the server ran it and no answer to the
+// cancel request (see Cancellation), a FATAL from a server shutting down
+// (which may follow the COMMIT's own reply), an error reading a
+// statement's result while the COMMIT went on. Retry such an Append under
+// the same append key (store.WithAppendKey; memories under the same
+// memstack.WithSaveKey): it stores the turn only if the first try did
+// not, also when that try commits after the retry. An Append without a
+// key may store its turn twice if retried; a retried PutState conflicts
+// when its first try landed, so read the state again. A write whose error
+// does not wrap it stored nothing: an error the server reported (at
+// severity ERROR: the transaction was rolled back, a cancelled one
+// included), no connection to be had from the pool (nothing was sent), a
+// context already done, a closed store, an invalid argument, or a failure
+// preparing the statements (nothing ran).
 //
 // # Cancellation
 //
@@ -244,11 +263,14 @@
 // answer — the transaction rolled back, or it committed — so the outcome
 // is settled when the call returns: an error means nothing was stored,
 // unless the server did not answer within the second (then the connection
-// is closed and the outcome is unknown). Dropping the connection at once,
-// pgx's default, would leave the server running what it has received, a
-// COMMIT included, after the call had failed. A pool given to New keeps
-// its own context handling (pgconn.Config.BuildContextWatcherHandler;
-// pgconn.CancelRequestContextWatcherHandler does the same).
+// is closed and the outcome is unknown: the error wraps
+// store.ErrOutcomeUnknown). Dropping the connection at once, pgx's
+// default, would leave the server running what it has received, a COMMIT
+// included, after the call had failed. A pool given to New keeps its own
+// context handling (pgconn.Config.BuildContextWatcherHandler;
+// pgconn.CancelRequestContextWatcherHandler does the same); with pgx's
+// default, a write whose context ends while the server runs it returns an
+// error wrapping store.ErrOutcomeUnknown.
 //
 // # State
 //

@@ -37,7 +37,8 @@ func TestFaults(t *testing.T) {
 // point in turn, as TestFaults does, and then retries the Append under
 // the same key, as a caller does after an error, until it returns nil:
 // whether the lost reply's transaction committed or not, the turn is
-// stored exactly once.
+// stored exactly once. An Append that failed although it committed says
+// its outcome is unknown (store.ErrOutcomeUnknown).
 func TestFaultsKeyedAppendRetried(t *testing.T) {
 	u, err := url.Parse(testsvc.Postgres(t))
 	require.NoError(t, err)
@@ -70,6 +71,7 @@ func TestFaultsKeyedAppendRetried(t *testing.T) {
 			failed++
 			if count(t, s, id, w) == 2 {
 				landed++ // committed, though the call failed
+				assert.ErrorIs(t, err, store.ErrOutcomeUnknown, "lost reply %d: the Append failed although it committed", n)
 			}
 			require.Eventually(t, func() bool { return s.Append(kctx, id, human(w), ai(w)) == nil },
 				10*time.Second, 10*time.Millisecond, "lost reply %d: the retry under the same key succeeds", n)

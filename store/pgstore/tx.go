@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/memstack/memstack/store"
 )
 
 // maxAttempts bounds how often a call runs a transaction, or a read, that
@@ -74,25 +76,70 @@ func (s *Store) retry(ctx context.Context, attempt func() error) error {
 // deadlock is run again (retry): queue is called anew, so callbacks that
 // scan results overwrite what a failed run left. Nothing else is run
 // twice: after a lost reply or a broken connection the outcome is unknown
-// and write returns the error.
+// and write returns the error, wrapping store.ErrOutcomeUnknown (see
+// mayHaveCommitted).
 func (s *Store) write(ctx context.Context, queue func(b *pgx.Batch)) error {
 	return s.retry(ctx, func() error {
+		// The connection is acquired first, so that a failure to get one
+		// (a context done while waiting for the pool, a server that
+		// refuses connections) is known to have sent nothing.
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release() // after the Rollback below
 		b := &pgx.Batch{}
 		b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 		queue(b)
 		b.Queue("COMMIT")
-		br := s.pool.SendBatch(ctx, b)
+		br := conn.SendBatch(ctx, b)
 		tx := br.Tx()
-		err := br.Close()
-		// After the COMMIT the transaction is closed, and Rollback only
-		// hands the connection back to the pool; after a statement
-		// failed, the rest of the batch was skipped and Rollback ends the
-		// aborted transaction (or, if that fails, closes the connection).
+		err = br.Close()
+		// After the COMMIT the transaction is closed, and Rollback does
+		// nothing; after a statement failed, the rest of the batch was
+		// skipped and Rollback ends the aborted transaction (or, if that
+		// fails, closes the connection). Release then hands the connection
+		// back to the pool, or destroys it if it is broken or still in a
+		// transaction.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		if rerr := tx.Rollback(rctx); err == nil && rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
 			err = rerr
 		}
+		if err != nil && mayHaveCommitted(err) {
+			err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
+		}
 		return err
 	})
+}
+
+// mayHaveCommitted reports whether a write transaction whose batch ended
+// in err may have committed: whether err is not one of the errors that
+// prove it did not. Those are an error the server reported at severity
+// ERROR (a statement failed, so the transaction was aborted and its
+// COMMIT, sent in the same batch, rolled it back; or the COMMIT itself
+// failed, which rolls back too), an error pgconn knows occurred before
+// anything was sent (pgconn.SafeToRetry: a context already done, a busy
+// connection), and an error preparing the batch's statements (only their
+// descriptions were sent, nothing ran). Every other error — a connection
+// that broke or timed out while the batch or its replies were in flight,
+// a context that ended while the server ran the statements and did not
+// answer the cancel request within cancelDeadline, a FATAL from a server
+// shutting down, which may come after the COMMIT's own reply, an error
+// reading a statement's result while the COMMIT went on — leaves the
+// transaction committed or not.
+func mayHaveCommitted(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		sev := pe.SeverityUnlocalized
+		if sev == "" {
+			sev = pe.Severity
+		}
+		return sev != "ERROR"
+	}
+	if pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pre pgx.ErrPreprocessingBatch
+	return !errors.As(err, &pre)
 }

@@ -36,8 +36,8 @@
 //	<prefix>:{<slot tag>}:forgotten                string, the forgotten version of one slot
 //
 // The last key is not any identity's: there is one per Redis Cluster hash
-// slot that a Forget has touched, shared by every identity whose key hashes
-// to that slot. Its slot tag is the first of f0, f1, f2, … that hashes to
+// slot that a Forget, or a Clear under a TTL, has touched (at most 16,384
+// per prefix), shared by every identity whose key hashes to that slot. Its slot tag is the first of f0, f1, f2, … that hashes to
 // the slot (CRC-16/XMODEM mod 16384, as Redis Cluster hashes tags), so the
 // scripts of an identity read it on the identity's own node; a tag has no
 // ':' and names no identity. See "Absent versions" for what the cleared and
@@ -148,7 +148,11 @@
 // a retried RemovePrefix chunk or Rewrite reports the count it removed.
 // Clear is guarded the same way (a second run would delete what was written
 // in between). Forget takes no token: a second run is one more Forget,
-// which leaves what one leaves.
+// which leaves what one leaves. That covers go-redis's own retries, which
+// send the call's token again; a caller that retries a call after an
+// error sends a new one, unless it appends under an append key (below):
+// see "Failures" for the errors after which a write may have been applied
+// (store.ErrOutcomeUnknown).
 //
 // Append keys (store.WithAppendKey) use the same machinery. An Append under
 // key k sends the token "k:<namespace>:<k>" instead of a random one: the
@@ -208,19 +212,42 @@
 // forgotten version is greater than every version, mark and forgotten
 // version any earlier read returned.
 //
+// An absent version never goes back, also when a mark expires (WithTTL).
+// A mark that expires leaves the forgotten version as the absent version,
+// and that could be what a commit from before the Clear expects — 0, or
+// the forgotten version it read — so that commit, however late it comes,
+// would store what the Clear removed. So every write that gives a mark an
+// expiry (a write under WithTTL: Clear, Rewrite with reset, Append and
+// PutState, which refresh the expiry) first raises the slot's forgotten
+// version to at least the mark, in the same script: when the mark is gone,
+// the absent version is at least the mark, above every version a reader
+// from before the Clear holds, and its commit conflicts however long it
+// took. A mark without a TTL never expires and needs no such step. The
+// forgotten version is thus the floor of the slot's absent versions: at
+// least every mark that may expire and every forgotten version drawn in
+// the slot. Marks written by the build before this rule (which did not
+// raise it) are raised by the first write of their namespace under a TTL;
+// a commit racing with such an older Clear can still land if no write of
+// the namespace comes before the mark expires (once, during an upgrade).
+//
 // The forgotten version is per slot rather than one key for the whole
 // prefix: that is what keeps it in the identity's slot on a Cluster. One
 // store-wide key would sit in another slot, so PutState could only read it
 // in a command of its own, and a Forget falling between that read and the
 // compare-and-set would let a commit that read before Forget store its
-// value after it. The trade-off: a Forget changes the absent version of
-// the identities sharing its slot (about one in 16384) rather than of
-// every identity — which the contract needs only of the forgotten one, and
-// which refuses fewer unrelated first commits — and a forgotten key tells
-// whoever can read the keys that some identity of that slot was forgotten,
-// and when. A mark expires with the namespace's other keys (WithTTL); the
-// forgotten keys never expire, and if one is lost (evicted, FLUSHDB) the
-// next Forget draws a number at least the clock, so it is still new.
+// value after it. The trade-off: a Forget, or a Clear under a TTL, changes
+// the absent version of the identities sharing its slot (about one in
+// 16384) that have no mark of their own, rather than of every identity —
+// which the contract needs only of the cleared or forgotten one, and which
+// refuses fewer unrelated first commits (a refused first commit is read
+// again and retried) — and a forgotten key tells whoever can read the keys
+// that some identity of that slot was forgotten or cleared, and when. A
+// mark expires with the namespace's other keys (WithTTL); the forgotten
+// keys never expire, so their memory is bounded by the number of slots,
+// whatever the number of identities. If one is lost (evicted, FLUSHDB)
+// the next Forget draws a number at least the clock, so it is still new,
+// but an absent version may go back until then (see "Production
+// settings").
 //
 // # Sequence numbers
 //
@@ -239,7 +266,9 @@
 // has passed the counter before it deletes it. This holds as long as the
 // server's clock does not step back by more than that across a Forget or a
 // TTL expiry. A forgotten version is max(its previous value + 1, the clock,
-// the forgotten identity's counter + 1, its marks + 1). Counters of
+// the forgotten identity's counter + 1, its marks + 1); a write under a TTL
+// raises it to the namespace's mark when it is below (see "Absent
+// versions"). Counters of
 // different identities are apart, so a forgotten version can equal a
 // version another identity of the slot drew only if that identity's
 // counter was running ahead of the clock (a burst of appends) at that very
@@ -255,9 +284,11 @@
 // (messages and their index, state, Clear mark) to d and extends that of
 // the shared seq and nss keys to at least d, so those never expire before the data they
 // describe. A namespace without a TTL keeps its keys and the shared keys
-// forever (it removes their expiry when it writes). An expired mark is
-// harmless: the absent version moves to the slot's forgotten version, so a
-// commit that read the mark conflicts and reads again. The token keys (ops,
+// forever (it removes their expiry when it writes). An expired mark does
+// not undo its Clear: the absent version moves to the slot's forgotten
+// version, which the write that gave the mark its expiry raised to at
+// least the mark, so a commit that read before the Clear conflicts
+// however late it comes (see "Absent versions"). The token keys (ops,
 // opq) keep their own two-minute expiry.
 //
 // # Failures
@@ -271,7 +302,30 @@
 // Open does; for a client of your own, set it too, or its ReadTimeout and
 // WriteTimeout bound each call instead. go-redis retries a command whose
 // connection broke (MaxRetries); the write tokens make such retries
-// harmless (see "Exactly once"). A stored value that is not what this package writes is an error wrapping
+// harmless (see "Exactly once").
+//
+// A write whose reply never came may have been applied: its error wraps
+// store.ErrOutcomeUnknown, together with the cause (errors.Is(err,
+// context.DeadlineExceeded) still holds). That is the error of every
+// write — Append, PutState, Clear, Rewrite, a chunk of RemovePrefix,
+// Forget — whose script was sent, or may have been, without a reply that
+// tells: a deadline or a cancellation while the script waited behind
+// other commands or ran (the server runs a script it has received even
+// when the client has given up on it), a connection that broke, and any
+// error of go-redis's last attempt after an earlier one may have run (a
+// failure to connect, a timeout, a reply such as BUSY or READONLY that is
+// not the script's). Retry such an Append under the same append key
+// (store.WithAppendKey; memories under the same memstack.WithSaveKey):
+// its token is the key's, so the turn is stored once whichever tries
+// landed, and in whatever order they reach the server, within the two
+// minutes the key is kept. An Append without a key has a random token,
+// and a retry of it may store the turn twice. Read the state again before
+// retrying a PutState. An error that does not wrap it changed nothing:
+// the checks before anything is sent (a context already done, a closed
+// store, an invalid argument), an error reply from within the script
+// (Redis names the script in it; a script that ran found no token of an
+// earlier run, so no earlier try ran), or a reply that reports corrupt
+// data. A stored value that is not what this package writes is an error wrapping
 // store.ErrCorrupt that names the identity and the Seq (or the list
 // position, when the Seq itself is unreadable); it never panics, and the
 // other data stays readable.

@@ -82,7 +82,11 @@ func WithKeyPrefix(prefix string) Option {
 // PutState or Clear in this namespace: every write sets the expiry of all
 // of the identity's keys (see the package documentation). Zero, the default,
 // keeps conversations until Clear or Forget. A TTL is at least MinTTL and
-// counted in whole milliseconds.
+// counted in whole milliseconds. A Clear mark expires too, yet its Clear
+// holds: a commit that read before the Clear conflicts however late it
+// comes (the write that gives a mark its expiry raises the slot's
+// forgotten version to it; see "Absent versions" in the package
+// documentation).
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) {
 		if ttl != 0 && ttl < MinTTL {

@@ -282,8 +282,12 @@ func (s *Store) runWrite(ctx context.Context, script *redis.Script, ks []string,
 	return s.runWriteAs(ctx, newToken(), script, ks, args...)
 }
 
-// runWriteAs is runWrite with the given token.
+// runWriteAs is runWrite with the given token. Its error wraps
+// store.ErrOutcomeUnknown when the script may have run (see writeOutcome).
 func (s *Store) runWriteAs(ctx context.Context, token string, script *redis.Script, ks []string, args ...any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing was sent
+	}
 	wctx := ctx
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > maxWriteCall {
 		var cancel context.CancelFunc
@@ -294,7 +298,32 @@ func (s *Store) runWriteAs(ctx context.Context, token string, script *redis.Scri
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 		err = fmt.Errorf("%w: a write is given at most %v (%w)", wctx.Err(), maxWriteCall, err)
 	}
-	return res, err
+	return res, writeOutcome(err)
+}
+
+// writeOutcome returns the error of a write script's run, wrapping
+// store.ErrOutcomeUnknown unless the error proves that no run of the
+// script changed anything. Only an error reply raised inside the script
+// does (Redis names the script in it, "@user_script"): that run found no
+// write token of an earlier one — a script that finds one returns its
+// reply — and Redis runs one script at a time, so no earlier attempt of
+// the call ran either. Every other error may follow a run whose reply was
+// lost: a deadline or a cancellation while the script was on its way or
+// running, a broken connection, and also errors of a later attempt, since
+// go-redis sends the script again on a new connection when one breaks
+// (MaxRetries), and that attempt may fail to connect, time out, or get an
+// error reply that is not the script's (BUSY, READONLY after a failover,
+// LOADING, CLUSTERDOWN). The caller checks ctx before the script is sent,
+// so a context already done never gets here.
+func writeOutcome(err error) error {
+	if err == nil {
+		return nil
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) && strings.Contains(reply.Error(), "@user_script") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
 }
 
 // begin checks what every method checks first: the store, ctx and whether
@@ -356,7 +385,10 @@ func (s *Store) corruptIn(op string, id memstack.Identity, ns, what string) erro
 // namespace, so an Append under a key the identity used in this namespace
 // in the last two minutes stores nothing and returns nil, whichever client
 // made it, also when both run at once; an invalid key is an error
-// wrapping store.ErrInvalidArgument.
+// wrapping store.ErrInvalidArgument. An error wrapping
+// store.ErrOutcomeUnknown (a deadline, a broken connection) means the
+// turn may have been stored: retry under the same append key (see
+// "Failures" in the package documentation).
 func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	const op = "Append"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -658,9 +690,13 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 // Clear implements store.Store with one script: it deletes the identity's
 // messages and state in this namespace and sets the namespace's Clear mark
 // to a fresh number from the identity's counter, which becomes the absent
-// version of every state name there. Seqs go on from the shared counter.
-// A retry of the script after a lost reply changes nothing (its write
-// token), so it never deletes what others wrote since.
+// version of every state name there. Under WithTTL the mark expires with
+// the conversation, so the same script raises the slot's forgotten version
+// to the mark: afterwards the absent version never falls below it, and a
+// commit that read before the Clear conflicts however late it comes. Seqs
+// go on from the shared counter. A retry of the script after a lost reply
+// changes nothing (its write token), so it never deletes what others wrote
+// since.
 func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	const op = "Clear"
 	if err := s.begin(ctx, op, id); err != nil {
@@ -748,9 +784,12 @@ func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *
 			args[i] = ns
 		}
 		ks = append(ks, other...)
+		if err := ctx.Err(); err != nil {
+			return s.fail(ctx, op, id, err) // nothing was sent
+		}
 		res, err := forgetScript.Run(ctx, s.client, ks, args...).Slice()
 		if err != nil {
-			return s.fail(ctx, op, id, err)
+			return s.fail(ctx, op, id, writeOutcome(err))
 		}
 		switch status(res) {
 		case "ok":

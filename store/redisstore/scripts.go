@@ -173,6 +173,29 @@ local function absent()
   return '0'
 end
 
+-- raiseFloor raises the slot's forgotten version (KEYS[6]), the floor of
+-- the absent version of every namespace without a Clear mark in the slot,
+-- to at least v. A value that is not a version is left for absent to
+-- report.
+local function raiseFloor(v)
+  local cur = redis.call('GET', KEYS[6])
+  if cur and (not decimal(cur) or tonumber(cur) >= v) then return end
+  redis.call('SET', KEYS[6], string.format('%.0f', v))
+end
+
+-- foldMark raises the slot's forgotten version to the namespace's Clear
+-- mark, before a write gives the mark an expiry (refresh, with a TTL).
+-- When the mark expires, the absent version falls to the forgotten
+-- version: so it never goes back below the mark, and a commit that read
+-- before the Clear (a version below the mark) still conflicts. A no-op
+-- when the forgotten version is there already: after the first write of
+-- the namespace with a TTL since its Clear, or for a mark that never
+-- expires.
+local function foldMark()
+  local m = decimal(redis.call('GET', KEYS[5]))
+  if m then raiseFloor(tonumber(m)) end
+end
+
 -- peekSeqs returns the first of the next count numbers, without taking
 -- them: max(counter+1, server clock in microseconds, Clear mark+1,
 -- forgotten version+1), so numbers are never handed out twice even after
@@ -219,10 +242,12 @@ end
 -- shared keys get at least ttl and never lose a longer expiry, and a shared
 -- key kept forever by a namespace without TTL stays so. Without TTL every
 -- key is made persistent (SET already cleared the seq key's expiry). The
--- slot's forgotten key is not the identity's and never expires; the token
--- keys keep their own short expiry.
+-- slot's forgotten key is not the identity's and never expires; with a
+-- TTL it is first raised to the Clear mark (foldMark), which may now
+-- expire. The token keys keep their own short expiry.
 local function refresh(ttl, seqBefore, nssBefore)
   if ttl > 0 then
+    foldMark()
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('PEXPIRE', KEYS[2], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
@@ -344,7 +369,9 @@ return {'ok', v}
 // state and sets its Clear mark to a fresh number from the identity's
 // counter — greater than every version, mark and forgotten version a
 // reader could hold — so a PutState that read before it conflicts after
-// it. The namespace stays in
+// it; with a TTL, the mark expires, so the slot's forgotten version is
+// raised to it too (refresh, foldMark), and the conflict outlives the
+// mark. The namespace stays in
 // the nss set: Forget must find the mark. It returns {'ok'} or
 // {'corrupt-seq'}; a retry with the same token changes nothing (it would
 // otherwise delete what others wrote since the first run). It deletes

@@ -214,6 +214,9 @@
 //
 // # Errors
 //
+// Writes run in process: an error means nothing was committed, and
+// sqlitestore never returns store.ErrOutcomeUnknown.
+//
 // A stored message that does not decode is reported as an error naming the
 // identity and Seq (wrapping store.ErrCorrupt); other identities stay
 // readable. After Close every method returns an error wrapping ErrClosed.
