@@ -68,9 +68,15 @@
 //   - after Clear, a fresh version drawn for that identity (in the Store's
 //     namespace): Clear leaves this one mark of the identity behind;
 //   - after Forget, which leaves nothing of the identity behind, not even
-//     a mark, a fresh version drawn for the whole store: the absent version
-//     of every identity without a Clear mark changes, so a first commit
-//     racing with any Forget conflicts and is retried (Forget is rare).
+//     a mark, a fresh version drawn for the identity's user bucket
+//     (ForgetBucket: the tenant and user hashed into ForgetBuckets
+//     buckets; redisstore uses the identity's Redis Cluster slot): the
+//     absent version of every identity without a Clear mark in that
+//     bucket changes — the user's other conversations and derived
+//     identities included — so a first commit racing with the Forget of
+//     a user conflicts and is retried, while the first commits of almost
+//     every other user land (issue 17: a Forget moving one store-wide
+//     version starved every new conversation's Summary).
 //
 // Absent versions come from the same never-reused counter as versions. A
 // PutState that creates a value must expect the version GetState reported
@@ -221,8 +227,9 @@ type Store interface {
 	// Forget removes everything the backend holds for id — messages,
 	// state and Clear marks, in every namespace the backend keeps (a Redis
 	// key prefix, a table prefix) — and nothing of any other identity. It
-	// first draws a fresh store-wide absent version, so a commit that read
-	// id's state before Forget conflicts (see the package documentation).
+	// first draws a fresh absent version for id's user bucket (or Redis
+	// slot), so a commit that read id's state before Forget conflicts (see
+	// the package documentation).
 	// It is the call for a user's request to be forgotten.
 	Forget(ctx context.Context, id memstack.Identity) error
 }

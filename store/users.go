@@ -86,9 +86,14 @@ type Users interface {
 	// every namespace — messages, state and Clear marks — and nothing of
 	// any other identity, and returns how many identities it removed. Like
 	// Forget, it first moves the absent version of every identity it
-	// removes (a store-wide one, or one per Redis Cluster slot), so commits
-	// that read before it conflict. A backend that cannot remove the whole
-	// scope in one step removes it in ForgetOrder: derived identities last. A failure part-way leaves some
+	// removes (the user's bucket, every bucket for a tenant, or one per
+	// Redis Cluster slot), so commits that read before it conflict. A
+	// backend that cannot remove the whole scope in one step removes it in
+	// ForgetOrder, derived identities last, and then forgets every
+	// identity DerivedOf names for the scope's users, also those it did
+	// not find: a commit deriving state from the user's conversations
+	// while it ran (a per-user Facts extraction) then lands before that
+	// forget and is removed, or conflicts. A failure part-way leaves some
 	// identities forgotten and the rest whole; calling it again finishes.
 	ForgetScope(ctx context.Context, scope Scope) (int, error)
 }

@@ -192,8 +192,12 @@
 // system messages) included, so afterwards no key under the prefix names
 // the user, and it moves the forgotten
 // version of each identity's slot in the same step, so a commit that read
-// before it conflicts. Writes racing with it may create conversations it
-// does not find: call it when the user's traffic has stopped, or again.
+// before it conflicts. Last it forgets the user's derived identities
+// (store.DerivedOf), also when SCAN did not find them, which moves their
+// slots' forgotten versions: a per-user Facts extraction in flight cannot
+// land its facts after the forget. Writes racing with it may create
+// conversations it does not find: call it when the user's traffic has
+// stopped, or again.
 //
 // # Absent versions
 //

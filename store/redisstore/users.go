@@ -355,5 +355,33 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 			n++
 		}
 	}
+	// Last, the user's derived identities (store.DerivedOf), also those
+	// the scan did not find: a per-user Facts extraction in flight may
+	// create one after the scan. Forgetting it moves its slot's forgotten
+	// version whether it holds anything or not, so such a commit either
+	// landed before and is removed now, or conflicts; one that reads after
+	// finds the user's conversations gone.
+	users := map[string]bool{}
+	if !scope.AllUsers {
+		users[scope.User] = true
+	}
+	for _, h := range hs {
+		users[h.id.User] = true
+	}
+	names := make([]string, 0, len(users))
+	for u := range users {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	for _, u := range names {
+		for _, d := range store.DerivedOf(scope.Tenant, u) {
+			if err := ctx.Err(); err != nil {
+				return n, s.failScope(ctx, op, scope, err)
+			}
+			if err := s.forget(ctx, op, d, nil); err != nil {
+				return n, err
+			}
+		}
+	}
 	return n, nil
 }
