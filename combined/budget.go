@@ -3,6 +3,7 @@ package combined
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -173,6 +174,14 @@ func WithPriorities(p ...int) BudgetOption {
 
 // WithTokenCounter sets how the budget counts tokens (default: offline
 // cl100k_base, tokens.CL100K). A nil counter is an error.
+//
+// The budget counts through tokens.Count: a count that breaks the
+// tokens.Counter contract — negative, or a panic — fails the load with an
+// error wrapping tokens.ErrBadCount that names the child, the variable and
+// the counter's type. It is never taken for a size: a load never returns
+// more than the budget by the counter's measure, and never crashes. A
+// count too large to fit (up to math.MaxInt) is valid: the item is
+// dropped.
 func WithTokenCounter(c tokens.Counter) BudgetOption {
 	return func(b *budgetConfig) {
 		if c == nil {
@@ -240,50 +249,81 @@ func newBudget(cfg *budgetConfig, children int) (*budget, error) {
 	return b, nil
 }
 
-// count returns the tokens of an item's text, cached.
-func (b *budget) count(text string) int {
+// maxCount caps every count the budget uses: a counter may answer up to
+// math.MaxInt for "too big", and the sums of capped counts (at most a few
+// million items of a load) cannot wrap around.
+const maxCount = 1 << 40
+
+// satAdd adds two non-negative sizes, stopping at math.MaxInt.
+func satAdd(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
+}
+
+// count returns the tokens of an item's text, cached (see tokens.Count
+// for its errors, which are never cached).
+func (b *budget) count(text string) (int, error) {
 	if text == "" {
-		return 0
+		return 0, nil
 	}
 	if len(text) > maxCachedText {
-		return b.counter.CountTokens(text)
+		return b.countNow(text)
 	}
 	if n, ok := b.counts.Get(text); ok {
-		return n
+		return n, nil
 	}
-	n := b.counter.CountTokens(text)
+	n, err := b.countNow(text)
+	if err != nil {
+		return 0, err
+	}
 	b.counts.Add(text, n)
-	return n
+	return n, nil
+}
+
+// countNow counts text through tokens.Count, capped at maxCount.
+func (b *budget) countNow(text string) (int, error) {
+	n, err := tokens.Count(b.counter, text)
+	if err != nil {
+		return 0, err
+	}
+	return min(n, maxCount), nil
 }
 
 // size returns the exact tokens of a loaded value: a string as is, a
 // []llms.ChatMessage as llms.GetBufferString renders it with the default
-// prefixes, anything else as fmt.Sprint renders it.
-func (b *budget) size(v any) int {
+// prefixes, anything else as fmt.Sprint renders it. A bad count is an
+// error (tokens.ErrBadCount).
+func (b *budget) size(v any) (int, error) {
 	switch x := v.(type) {
 	case nil:
-		return 0
+		return 0, nil
 	case string:
 		if x == "" {
-			return 0
+			return 0, nil
 		}
-		return b.counter.CountTokens(x)
+		return b.countNow(x)
 	case []llms.ChatMessage:
 		if len(x) == 0 {
-			return 0
+			return 0, nil
 		}
 		if s, err := llms.GetBufferString(x, "Human", "AI"); err == nil {
-			return b.counter.CountTokens(s)
+			return b.countNow(s)
 		}
 		n := 0
 		for _, m := range x {
 			if m != nil {
-				n += b.counter.CountTokens(m.GetContent()) + 1
+				c, err := b.countNow(m.GetContent())
+				if err != nil {
+					return 0, err
+				}
+				n = satAdd(n, c+1)
 			}
 		}
-		return n
+		return n, nil
 	default:
-		return b.counter.CountTokens(fmt.Sprint(x))
+		return b.countNow(fmt.Sprint(x))
 	}
 }
 
@@ -299,6 +339,7 @@ type variable struct {
 	child   int
 	key     string
 	items   []Item
+	counts  []int // the tokens of each item's text (winners only)
 	render  func(keep []bool) (any, error)
 	keep    []bool
 	whole   bool // a foreign value kept or dropped whole
@@ -343,9 +384,12 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 		if !v.winner {
 			continue
 		}
-		us := units(b, vi, v)
+		us, err := m.units(vi, v)
+		if err != nil {
+			return nil, err
+		}
 		for _, u := range us {
-			total += u.cost
+			total = satAdd(total, u.cost)
 		}
 		perChild[v.child] = append(perChild[v.child], us...)
 	}
@@ -403,7 +447,7 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 			if err := m.renderVar(&vars[vi]); err != nil {
 				return nil, err
 			}
-			exact += vars[vi].size
+			exact = satAdd(exact, vars[vi].size)
 		}
 	}
 	// setUnits keeps or drops units and returns the change of the exact
@@ -431,7 +475,7 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 	for exact > b.n && k < len(seq) {
 		j, covered := k, 0
 		for j < len(seq) && (j == k || covered < exact-b.n) {
-			covered += seq[j].cost
+			covered = satAdd(covered, seq[j].cost)
 			j++
 		}
 		d, err := setUnits(seq[k:j], false)
@@ -518,7 +562,7 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 		for _, u := range drop {
 			v := &vars[u.v]
 			for _, i := range u.members {
-				dropped = append(dropped, Dropped{Child: v.child, Layer: m.layers[v.child], Key: v.key, Item: b.droppedItem(v.items[i])})
+				dropped = append(dropped, Dropped{Child: v.child, Layer: m.layers[v.child], Key: v.key, Item: v.droppedItem(i)})
 			}
 		}
 		b.hook(ctx, Trim{Budget: b.n, Tokens: exact, Dropped: dropped})
@@ -526,16 +570,17 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 	return merged, nil
 }
 
-func (b *budget) droppedItem(it Item) observe.Item {
-	o := it.observed(observe.ReasonBudget)
-	o.Tokens = b.count(it.Text)
+// droppedItem is the report of item i of v, which the budget dropped.
+func (v *variable) droppedItem(i int) observe.Item {
+	o := v.items[i].observed(observe.ReasonBudget)
+	o.Tokens = v.counts[i]
 	return o
 }
 
-// injectedItem is the report of an item the budget kept.
-func (b *budget) injectedItem(it Item) observe.Item {
-	o := it.observed("")
-	o.Tokens = b.count(it.Text)
+// injectedItem is the report of item i of v, which the budget kept.
+func (v *variable) injectedItem(i int) observe.Item {
+	o := v.items[i].observed("")
+	o.Tokens = v.counts[i]
 	return o
 }
 
@@ -657,19 +702,29 @@ func callsTools(msg llms.ChatMessage) bool {
 	return false
 }
 
-// units groups a variable's items into units with their estimated cost.
-func units(b *budget, vi int, v *variable) []unit {
+// units counts the tokens of v's items (into v.counts) and groups them
+// into units with their estimated cost. A bad count is an error naming
+// the child and the variable.
+func (m *Memory) units(vi int, v *variable) ([]unit, error) {
+	v.counts = make([]int, len(v.items))
+	for i, it := range v.items {
+		n, err := m.budget.count(it.Text)
+		if err != nil {
+			return nil, fmt.Errorf("combined: token budget: %s: counting the tokens of %q: %w", m.name(v.child), v.key, err)
+		}
+		v.counts[i] = n
+	}
 	if v.whole {
-		return []unit{{v: vi, members: []int{0}, cost: b.count(v.items[0].Text), prio: 0}}
+		return []unit{{v: vi, members: []int{0}, cost: v.counts[0], prio: 0}}, nil
 	}
 	out := make([]unit, 0, len(v.items))
 	byGroup := map[int]int{}
 	for i, it := range v.items {
-		cost := b.count(it.Text) + 1 // and the line break
+		cost := v.counts[i] + 1 // and the line break
 		if it.Group != 0 {
 			if u, ok := byGroup[it.Group]; ok {
 				out[u].members = append(out[u].members, i)
-				out[u].cost += cost
+				out[u].cost = satAdd(out[u].cost, cost)
 				out[u].prio = min(out[u].prio, it.Priority)
 				continue
 			}
@@ -677,7 +732,7 @@ func units(b *budget, vi int, v *variable) []unit {
 		}
 		out = append(out, unit{v: vi, members: []int{i}, cost: cost, prio: it.Priority, first: i})
 	}
-	return out
+	return out, nil
 }
 
 // renderVar renders v with its keep flags and counts it exactly.
@@ -691,7 +746,11 @@ func (m *Memory) renderVar(v *variable) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: rendering %q: %w", m.name(v.child), v.key, err)
 	}
-	v.value, v.size = val, m.budget.size(val)
+	size, err := m.budget.size(val)
+	if err != nil {
+		return fmt.Errorf("combined: token budget: %s: counting the tokens of %q: %w", m.name(v.child), v.key, err)
+	}
+	v.value, v.size = val, size
 	return nil
 }
 
@@ -703,15 +762,15 @@ func (m *Memory) record(rec *observe.Recorder, vars []variable, drop []unit, exa
 		if !v.winner || !v.itemize {
 			continue
 		}
-		for i, it := range v.items {
+		for i := range v.items {
 			if v.keep[i] {
-				rec.Injected(m.budget.injectedItem(it))
+				rec.Injected(v.injectedItem(i))
 			}
 		}
 	}
 	for _, u := range drop {
 		for _, i := range u.members {
-			rec.Dropped(m.budget.droppedItem(vars[u.v].items[i]))
+			rec.Dropped(vars[u.v].droppedItem(i))
 		}
 	}
 	rec.Tokens(exact)
@@ -745,9 +804,9 @@ func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe
 			}
 			continue
 		}
-		for i, it := range v.items {
+		for i := range v.items {
 			if v.keep[i] {
-				r.Injected = append(r.Injected, m.budget.injectedItem(it))
+				r.Injected = append(r.Injected, v.injectedItem(i))
 			}
 		}
 	}
@@ -758,7 +817,7 @@ func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe
 			continue // reported item by item above
 		}
 		for _, i := range u.members {
-			r.Dropped = append(r.Dropped, m.budget.droppedItem(v.items[i]))
+			r.Dropped = append(r.Dropped, v.droppedItem(i))
 		}
 	}
 	for i := range reports {

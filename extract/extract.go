@@ -13,7 +13,9 @@
 //     rules (WithRules). It needs no model, is deterministic and costs
 //     microseconds per message. The rules favour precision over recall:
 //     a missed fact costs less than a wrong one shown to the model on every
-//     later turn.
+//     later turn. It reads at most DefaultMaxScanBytes of each message
+//     (WithMaxScanBytes), so a pasted document costs what its start costs,
+//     and it honours ctx's deadline while it works.
 //   - LLM (NewLLM): one call to any langchaingo llms.Model per extraction,
 //     in JSON mode, with the schema in a system instruction; the answer is
 //     validated, and an answer that does not follow the schema yields no

@@ -19,6 +19,17 @@ import (
 // values are cut at a word boundary.
 const DefaultMaxValueLength = 80
 
+// DefaultMaxScanBytes is how much of each message's text, in bytes, a
+// Patterns extractor reads unless WithMaxScanBytes sets another: 16 KiB,
+// some 4,000 tokens of English, far more than a conversational message
+// and enough for the facts a long message states at its start. The rest
+// of a longer message (a pasted document, a log) is not scanned: its facts
+// are not found, and it costs nothing. The scanned part ends at the last
+// sentence end or line break before the limit (else at the last space), so
+// a fact is not cut in half. At this limit the built-in rules take at most
+// some tens of milliseconds per message.
+const DefaultMaxScanBytes = 16 << 10
+
 // Rule is one pattern rule of a Patterns extractor.
 //
 // A rule matches when Pattern matches a message's text (every
@@ -65,6 +76,7 @@ type patternConfig struct {
 	rules     []Rule
 	noDefault bool
 	maxLen    int
+	maxScan   int
 }
 
 // WithRules adds rules, after the built-in ones (unless WithoutDefaultRules).
@@ -100,15 +112,38 @@ func WithMaxValueLength(n int) PatternOption {
 	}
 }
 
+// WithMaxScanBytes sets how much of each message's text, in bytes, the
+// rules read (default DefaultMaxScanBytes); the rest of a longer message is
+// not scanned. The cost of an extraction grows with this limit — about a
+// millisecond per KiB of scanned text with the built-in rules, several
+// times that under the race detector — and so does the time a deadline
+// may take to end it (one rule's scan of one message). n < 1 is an error.
+func WithMaxScanBytes(n int) PatternOption {
+	return func(c *patternConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMaxScanBytes(%d): the limit must be at least 1 byte", ErrInvalidOption, n)
+		}
+		c.maxScan = n
+		return nil
+	}
+}
+
 // Patterns is an Extractor made of regular-expression rules. It needs no
 // model and is deterministic: the same messages always give the same
 // candidates, in the order they appear (by message, then by position in
 // the message). Identical candidates (same key and value) found by several
 // rules or in several messages are merged, their sources joined. Build it
 // with NewPatterns; it is safe for concurrent use.
+//
+// Its work is bounded: each message is read up to WithMaxScanBytes
+// (DefaultMaxScanBytes), the cost is linear in what is read, and ctx is
+// checked before every rule on every message, so a deadline ends an
+// extraction within one rule's scan of one message (a few milliseconds at
+// the default limit).
 type Patterns struct {
-	rules  []compiledRule
-	maxLen int
+	rules   []compiledRule
+	maxLen  int
+	maxScan int
 }
 
 type compiledRule struct {
@@ -124,7 +159,7 @@ var _ Extractor = (*Patterns)(nil)
 // wrapping ErrInvalidOption that names the option or the rule for a bad
 // one.
 func NewPatterns(opts ...PatternOption) (*Patterns, error) {
-	c := patternConfig{maxLen: DefaultMaxValueLength}
+	c := patternConfig{maxLen: DefaultMaxValueLength, maxScan: DefaultMaxScanBytes}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: NewPatterns: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
@@ -139,7 +174,7 @@ func NewPatterns(opts ...PatternOption) (*Patterns, error) {
 	}
 	builtIn := len(rules)
 	rules = append(rules, c.rules...)
-	p := &Patterns{maxLen: c.maxLen, rules: make([]compiledRule, 0, len(rules))}
+	p := &Patterns{maxLen: c.maxLen, maxScan: c.maxScan, rules: make([]compiledRule, 0, len(rules))}
 	seen := make(map[string]bool, len(rules))
 	for i, r := range rules {
 		if strings.TrimSpace(r.Name) == "" {
@@ -194,7 +229,7 @@ func (p *Patterns) Rules() []Rule {
 
 // String describes the extractor.
 func (p *Patterns) String() string {
-	return fmt.Sprintf("extract.Patterns(rules=%d, max_value_length=%d)", len(p.rules), p.maxLen)
+	return fmt.Sprintf("extract.Patterns(rules=%d, max_value_length=%d, max_scan_bytes=%d)", len(p.rules), p.maxLen, p.maxScan)
 }
 
 // hit is one accepted match, for ordering.
@@ -203,30 +238,38 @@ type hit struct {
 	c              Candidate
 }
 
-// Extract implements Extractor. It returns ctx's error if ctx is done, and
-// never any other error: messages no rule matches (blank ones, questions,
-// languages the rules do not cover) give no candidates.
+// Extract implements Extractor. It reads each message up to the scan
+// limit (WithMaxScanBytes). It returns an error wrapping ctx's error
+// (context.DeadlineExceeded, context.Canceled) and no candidates if ctx is
+// done before it starts or ends while it works — it checks ctx before
+// every rule on every message — and never any other error: messages no
+// rule matches (blank ones, questions, languages the rules do not cover)
+// give no candidates.
 func (p *Patterns) Extract(ctx context.Context, msgs []llms.ChatMessage) ([]Candidate, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("extract: %w", err)
-	}
 	var hits []hit
 	for mi, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("extract: %w", err)
+		}
 		if m == nil {
 			continue
 		}
-		text := m.GetContent()
+		text := scanned(m.GetContent(), p.maxScan)
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
 		role := m.GetType()
+		q := questions{text: text, at: -1}
 		for ri := range p.rules {
 			r := &p.rules[ri]
 			if !r.roles[role] {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("extract: %w", err)
+			}
 			for _, loc := range r.Pattern.FindAllStringSubmatchIndex(text, -1) {
-				c, ok := p.apply(r, text, loc)
+				c, ok := p.apply(r, text, &q, loc)
 				if !ok {
 					continue
 				}
@@ -234,11 +277,9 @@ func (p *Patterns) Extract(ctx context.Context, msgs []llms.ChatMessage) ([]Cand
 				hits = append(hits, hit{msg: mi, pos: loc[0], rule: ri, c: c})
 			}
 		}
-		if mi%64 == 63 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("extract: %w", err)
-			}
-		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("extract: %w", err)
 	}
 	sort.SliceStable(hits, func(i, j int) bool {
 		a, b := hits[i], hits[j]
@@ -267,12 +308,12 @@ func (p *Patterns) Extract(ctx context.Context, msgs []llms.ChatMessage) ([]Cand
 }
 
 // apply turns one match into a candidate, or reports that it is rejected.
-func (p *Patterns) apply(r *compiledRule, text string, loc []int) (Candidate, bool) {
+func (p *Patterns) apply(r *compiledRule, text string, q *questions, loc []int) (Candidate, bool) {
 	vs, ve := loc[2*r.valueIdx], loc[2*r.valueIdx+1]
 	if vs < 0 {
 		return Candidate{}, false
 	}
-	if inQuestion(text, ve) {
+	if q.in(ve) {
 		return Candidate{}, false
 	}
 	value := cleanValue(text[vs:ve], p.maxLen)
@@ -310,11 +351,50 @@ func (p *Patterns) apply(r *compiledRule, text string, loc []int) (Candidate, bo
 	return Candidate{Subject: subject, Attribute: attr, Value: val, Rule: r.Name}, true
 }
 
-// inQuestion reports whether the sentence that goes on at offset end of
-// text ends with a question mark.
-func inQuestion(text string, end int) bool {
-	i := strings.IndexAny(text[end:], ".!?\n")
-	return i >= 0 && text[end+i] == '?'
+// questions tells whether a match is in a question, for the matches of
+// one message, in time linear in the message's length per rule: it
+// remembers the span it last scanned, so that the matches of a rule (whose
+// ends grow) never scan the same text twice.
+type questions struct {
+	text string
+	// text[from:at] holds no sentence end; at is the index of the first
+	// one at or after from, or len(text) when there is none. at < 0:
+	// nothing scanned yet.
+	from, at int
+}
+
+// in reports whether the sentence that goes on at offset end of the text
+// ends with a question mark.
+func (q *questions) in(end int) bool {
+	if q.at < 0 || end < q.from || end > q.at {
+		q.from, q.at = end, len(q.text)
+		if i := strings.IndexAny(q.text[end:], ".!?\n"); i >= 0 {
+			q.at = end + i
+		}
+	}
+	return q.at < len(q.text) && q.text[q.at] == '?'
+}
+
+// scanned returns the part of text the rules read: all of it up to max
+// bytes; else its head, cut after the last sentence end or line break in
+// the head's second half, else at the last white space there, else at a
+// character boundary.
+func scanned(text string, max int) string {
+	if len(text) <= max {
+		return text
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	head := text[:cut]
+	if i := strings.LastIndexAny(head, ".!?\n"); i >= 0 && i >= len(head)/2 {
+		return head[:i+1]
+	}
+	if i := strings.LastIndexFunc(head, unicode.IsSpace); i >= 0 && i >= len(head)/2 {
+		return head[:i]
+	}
+	return head
 }
 
 // clauseBreak finds where a value stops being the value: a subordinate

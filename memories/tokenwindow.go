@@ -27,6 +27,16 @@ import (
 // Counts are cached per stored message (keyed by identity and sequence
 // number), so a turn counts only its new messages, never the whole history.
 //
+// A counter that breaks its contract (tokens.Counter) is not trusted: a
+// negative count or a panic while a load counts fails that load
+// (LoadMemoryVariables, LoadItems) with an error wrapping
+// tokens.ErrBadCount that names the counter's type — never a window over
+// the budget, never a crash — and the bad count is not cached, so a later
+// load asks again. A count too large to fit (up to math.MaxInt) is valid:
+// the message is not shown. Saving (SaveContext, AddMessage) never counts
+// tokens, so a bad counter never loses a turn: it is stored, and the
+// loads report the counter until it is fixed.
+//
 // Pinning and grouping follow RecentN: system messages are always shown,
 // ahead of the window, in their original order; their tokens are counted
 // first, and the rest of the budget goes to the newest messages. (System
@@ -84,44 +94,102 @@ func NewTokenWindow(maxTokens int, opts ...Option) (*TokenWindow, error) {
 	return m, nil
 }
 
-// cost returns the token cost of one stored message of id.
+// tooBig is the cost of a message that can never fit: one that cannot be
+// rendered, or whose count is enormous (costs are capped at it, so that no
+// sum of costs wraps around).
+const tooBig = math.MaxInt / 4
+
+// count returns the token cost of one stored message of id, cached: the
+// tokens of its rendered line (counted through tokens.Count) plus one. A
+// message that cannot be rendered costs tooBig (it never fits); a bad
+// count (tokens.ErrBadCount) is an error, and is not cached.
+func (m *TokenWindow) count(id identity, r store.Record) (int, error) {
+	k := tokenKey{id, r.Seq}
+	if m.counts != nil {
+		if n, ok := m.counts.Get(k); ok {
+			return n, nil
+		}
+	}
+	line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
+	if err != nil {
+		return tooBig, nil // cannot be rendered: never fits
+	}
+	n, err := tokens.Count(m.counter, line)
+	if err != nil {
+		return 0, fmt.Errorf("memstack: TokenWindow: counting the tokens of message %d: %w", r.Seq, err)
+	}
+	n = min(n, tooBig-1) + 1
+	if m.counts != nil {
+		m.counts.Add(k, n)
+	}
+	return n, nil
+}
+
+// counting is the cost function of one load: it keeps the first bad count
+// in err, and from then on every message costs tooBig, so nothing more
+// fits and no more counting is done; the load then returns err.
+type counting struct {
+	m   *TokenWindow
+	id  identity
+	err error
+}
+
+func (c *counting) cost(r store.Record) int {
+	if c.err != nil {
+		return tooBig
+	}
+	n, err := c.m.count(c.id, r)
+	if err != nil {
+		c.err = err
+		return tooBig
+	}
+	return n
+}
+
+// cost returns the cost function of reports (observe): the messages' costs
+// as a load counts them, 0 ("unknown", as observe.Item.Tokens has it) for
+// a bad count. Reporting never fails a load: the load itself has counted
+// every message it shows, and fails on a bad count (see load).
 func (m *TokenWindow) cost(id identity) func(store.Record) int {
 	return func(r store.Record) int {
-		k := tokenKey{id, r.Seq}
-		if m.counts != nil {
-			if n, ok := m.counts.Get(k); ok {
-				return n
-			}
-		}
-		line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
+		n, err := m.count(id, r)
 		if err != nil {
-			return math.MaxInt / 4 // cannot be rendered: never fits
-		}
-		n := m.counter.CountTokens(line) + 1
-		if m.counts != nil {
-			m.counts.Add(k, n)
+			return 0
 		}
 		return n
 	}
 }
 
-func (m *TokenWindow) window(id identity, recs []store.Record) windowed {
-	cost := m.cost(id)
+func (m *TokenWindow) window(c *counting, recs []store.Record) windowed {
 	return choose(recs, func(system []store.Record) int {
 		left := m.maxTokens
 		for _, r := range system {
-			left -= cost(r)
+			if n := c.cost(r); n > left {
+				left = -1 // nothing fits; and never wraps around
+			} else {
+				left -= n
+			}
 		}
 		return left
-	}, cost)
+	}, c.cost)
 }
 
 // load reads and chooses the window of id (see loadWindow): the first
-// read asks for at most 64 messages, or fewer with a small budget.
+// read asks for at most 64 messages, or fewer with a small budget. A bad
+// count of any message it counts (tokens.ErrBadCount: the counter returned
+// a negative count or panicked) fails it with an error naming the counter.
 func (m *TokenWindow) load(ctx context.Context, id identity) (windowed, error) {
-	return loadWindow(ctx, m.cfg.store, id, min(m.maxTokens, 64)+firstRead, func(recs []store.Record) windowed {
-		return m.window(id, recs)
+	c := &counting{m: m, id: id}
+	w, err := loadWindow(ctx, m.cfg.store, id, min(m.maxTokens, 64)+firstRead, func(recs []store.Record) windowed {
+		return m.window(c, recs)
 	})
+	if err != nil {
+		return windowed{}, err
+	}
+	if c.err != nil {
+		return windowed{}, c.err
+	}
+	return w, nil
 }
 
 // SaveContext stores the turn (validated first; stored whole or not at

@@ -70,7 +70,7 @@ func TestLoadWindow_EqualsChooseOverAll(t *testing.T) {
 		require.NoError(t, err)
 		gotT, err := tw.load(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, tw.window(id, all).messages(), gotT.messages(), "TokenWindow(%d), conversation %d", tw.maxTokens, iter)
+		require.Equal(t, tw.window(&counting{m: tw, id: id}, all).messages(), gotT.messages(), "TokenWindow(%d), conversation %d", tw.maxTokens, iter)
 	}
 }
 

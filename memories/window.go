@@ -79,11 +79,18 @@ func newestFit(rest []store.Record, budget int, cost func(store.Record) int) (st
 	start, used := len(rest), 0
 	for start > 0 {
 		g := groupStart[start-1]
-		c := 0
+		c, fits := 0, true
 		for _, r := range rest[g:start] {
-			c += cost(r)
+			// Costs are not negative; compared with the room left as they
+			// are summed, they never wrap around however large they are.
+			n := cost(r)
+			if n > budget-used-c {
+				fits = false
+				break
+			}
+			c += n
 		}
-		if used+c > budget {
+		if !fits {
 			break
 		}
 		used += c

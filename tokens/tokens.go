@@ -12,6 +12,7 @@
 package tokens
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unicode"
@@ -22,10 +23,50 @@ import (
 )
 
 // Counter counts the tokens of a text. Implementations must be safe for
-// concurrent use and must not fail: a counter that cannot tokenise should
-// return an over-estimate rather than an error.
+// concurrent use, must return n >= 0 and must not fail: a counter that
+// cannot tokenise should return an over-estimate rather than an error.
+//
+// memstack never trusts a count blindly: it calls a Counter through Count,
+// and reports a negative count or a panic as an error (wrapping
+// ErrBadCount) — a load that needs the count fails, naming the counter —
+// never as a blown token budget or a crash. A very large count is valid
+// (the text is treated as too big to fit).
 type Counter interface {
 	CountTokens(text string) int
+}
+
+// ErrBadCount is wrapped by the error Count returns when a Counter breaks
+// its contract: it returned a negative count, or panicked (the error then
+// also wraps the panic's value when that is an error). The error names the
+// counter's type.
+var ErrBadCount = errors.New("tokens: bad token count")
+
+// Count returns c.CountTokens(text), checked: a negative count is an
+// error naming the counter's type and the value, a panic in the counter an
+// error naming its type and the panic's value (the panic does not go on),
+// and a nil counter an error; each wraps ErrBadCount, and the count
+// returned with it is 0. Memories and budgets count through Count; a
+// Counter written for memstack may call it too, to count with another
+// Counter.
+func Count(c Counter, text string) (n int, err error) {
+	if c == nil {
+		return 0, fmt.Errorf("%w: the counter is nil", ErrBadCount)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			n = 0
+			if pe, ok := p.(error); ok {
+				err = fmt.Errorf("%w: the counter %T panicked counting a text of %d bytes: %w", ErrBadCount, c, len(text), pe)
+			} else {
+				err = fmt.Errorf("%w: the counter %T panicked counting a text of %d bytes: %v", ErrBadCount, c, len(text), p)
+			}
+		}
+	}()
+	n = c.CountTokens(text)
+	if n < 0 {
+		return 0, fmt.Errorf("%w: the counter %T returned %d for a text of %d bytes (a count must not be negative)", ErrBadCount, c, n, len(text))
+	}
+	return n, nil
 }
 
 // CounterFunc adapts a function to Counter.
