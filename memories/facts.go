@@ -798,13 +798,21 @@ func (m *Facts) load(ctx context.Context, injected bool) ([]shownFact, error) {
 	cur := currentFacts(st.Facts)
 	used := 0
 	if m.cfg.returnMessages && len(cur) > 0 {
-		used = m.counter.CountTokens(FactsHeader) + 1
+		n, err := tokens.Count(m.counter, FactsHeader)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: Facts: counting the tokens of the header: %w", err)
+		}
+		used = min(n, 1<<40) + 1
 	}
 	shown := make([]shownFact, 0, min(len(cur), m.maxFacts))
 	full := false
 	for _, f := range cur {
 		line := f.Line()
-		n := m.counter.CountTokens(line) + 1
+		n, err := tokens.Count(m.counter, line)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: Facts: counting the tokens of fact %q: %w", f.Key, err)
+		}
+		n = min(n, 1<<40) + 1
 		if full || len(shown) == m.maxFacts || used+n > m.maxTokens {
 			full = true
 			rec.Dropped(observe.Item{Kind: "fact", ID: f.Key, Tokens: n, Reason: observe.ReasonBudget, Time: f.ValidFrom})

@@ -1671,7 +1671,9 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at}
 		if m.counter != nil {
 			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
-				items[n].Tokens = m.counter.CountTokens(s)
+				// Reports only: a bad count (tokens.Count) is reported
+				// as 0, unknown, and never changes what the load shows.
+				items[n].Tokens, _ = tokens.Count(m.counter, s)
 				total += items[n].Tokens
 			}
 		}

@@ -864,7 +864,9 @@ func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
 	_, rest := split(recs)
 	var cut int
 	if m.tokenMode {
-		cut = m.tokenCut(id, rest)
+		if cut, err = m.tokenCut(id, rest); err != nil {
+			return nil, err
+		}
 	} else if len(rest) > m.n {
 		cut = batchEnd(rest, max(m.m, len(rest)-m.n), false)
 	}
@@ -876,42 +878,53 @@ func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
 
 // tokenCut returns how many of the oldest messages of rest to fold in token
 // mode: 0 while they are within t tokens, else enough that about t/2 remain.
-func (m *Summary) tokenCut(id identity, rest []store.Record) int {
+// A bad count (tokens.Count) is an error: nothing is folded.
+func (m *Summary) tokenCut(id identity, rest []store.Record) (int, error) {
 	costs := make([]int, len(rest))
 	total := 0
 	for i, r := range rest {
-		costs[i] = m.cost(id, r)
-		total += costs[i]
+		c, err := m.cost(id, r)
+		if err != nil {
+			return 0, fmt.Errorf("counting the tokens of message Seq %d of %s: %w", r.Seq, id.Key(), err)
+		}
+		costs[i] = c
+		total = min(total+c, math.MaxInt/2)
 	}
 	if total <= m.t {
-		return 0
+		return 0, nil
 	}
 	k, left := 0, total
 	for k < len(rest) && left > m.t/2 {
 		left -= costs[k]
 		k++
 	}
-	return batchEnd(rest, k, true)
+	return batchEnd(rest, k, true), nil
 }
 
 // cost is a message's token cost: its rendered line plus the line break,
-// cached per (identity, Seq).
-func (m *Summary) cost(id identity, r store.Record) int {
+// cached per (identity, Seq), capped at 2^40 so sums never wrap. A
+// negative count or a panicking counter is an error (tokens.Count), never
+// cached.
+func (m *Summary) cost(id identity, r store.Record) (int, error) {
 	k := tokenKey{id, r.Seq}
 	if m.counts != nil {
 		if n, ok := m.counts.Get(k); ok {
-			return n
+			return n, nil
 		}
 	}
 	line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
 	if err != nil {
-		return math.MaxInt / 4
+		return math.MaxInt / 4, nil
 	}
-	n := m.counter.CountTokens(line) + 1
+	n, err := tokens.Count(m.counter, line)
+	if err != nil {
+		return 0, err
+	}
+	n = min(n, 1<<40) + 1
 	if m.counts != nil {
 		m.counts.Add(k, n)
 	}
-	return n
+	return n, nil
 }
 
 // batchEnd returns where a batch of the oldest messages of rest that should
