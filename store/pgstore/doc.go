@@ -64,6 +64,20 @@
 // writes; but a build before version 3 knows no append keys, so a turn it
 // appends is stored whatever key it carries.
 //
+// The forgotten versions of the buckets of users (see State) changed no
+// table, index or column, so the schema version stayed 3: they are rows
+// of the state table that no caller's key can be, added by the first
+// Forget of a bucket's user, and the store-wide row older builds moved
+// still counts. Tables older builds wrote need no migration, and older
+// builds keep working on tables this build wrote: their Users methods
+// skip the rows (their keys are empty), and none deletes one. But an
+// older build reads only the store-wide row, which this build moves only
+// in a tenant's ForgetScope: while builds of both kinds run on the tables
+// (a rolling upgrade), a first commit by an older build racing with this
+// build's Forget of the identity, or ForgetScope of its user, may land
+// after it and outlive it. Finish the upgrade before relying on such
+// forgets.
+//
 // New and Open read the version, under a transaction-scoped advisory lock
 // of the prefix, in one transaction, and then:
 //
@@ -91,8 +105,8 @@
 // build that failed leaves an invalid index of its name behind, which IF
 // NOT EXISTS would skip too: drop it and build it again first. The tables belong to the store: rows changed
 // behind its back (a conversation's messages without its conversations
-// row, a reserved state row) make Stat, RemovePrefix or the state's
-// versions wrong.
+// row, a reserved state row — a Clear mark, a forgotten version) make
+// Stat, RemovePrefix or the state's versions wrong.
 //
 // # Roles
 //
@@ -284,31 +298,51 @@
 //     version in that namespace. Clear sets it to a fresh version, also for
 //     an identity with no rows; Forget deletes it with the identity's other
 //     rows.
-//   - the forgotten version is the one row with an empty id_hash (no
-//     SHA-256 is empty), ns "" (WithNamespace rejects it) and name "":
-//     every Forget and ForgetScope moves it to a fresh version, and none
-//     deletes it, as they delete by the identity's hash. One row serves
-//     every namespace under the table prefix: all that Forget reaches.
+//   - a forgotten version is kept per bucket of users: store.ForgetBucket
+//     hashes an identity's tenant and user into one of
+//     store.ForgetBuckets (4096) buckets, and bucket b's forgotten version
+//     is the row with an empty id_hash (no SHA-256 is empty), ns ""
+//     (WithNamespace rejects it) and name "#b", created by the first
+//     Forget of one of its users. A Forget moves its identity's bucket to
+//     a fresh version, a user's ForgetScope the user's bucket, a tenant's
+//     every bucket; none deletes a bucket's row, as they delete by the
+//     identity's hash. One row per bucket serves every namespace under the
+//     table prefix: all that Forget reaches.
+//   - the store-wide forgotten version of builds before buckets is the row
+//     with an empty id_hash, ns "" and name "", which every Forget and
+//     ForgetScope of those builds moved. This build moves it only in a
+//     tenant's ForgetScope, with every bucket.
 //
 // The absent version of a name is the identity's mark in the namespace,
-// else the forgotten version, else 0 (no Clear, no Forget yet). Marks and
-// the forgotten version are drawn from memstack_seq like every version, so
-// none is ever reused.
+// else the greater of its bucket's forgotten version and the store-wide
+// one, else 0 (no Clear, no Forget of a user of the bucket yet): three
+// primary-key lookups. Marks and forgotten versions are drawn from
+// memstack_seq like every version, so none is ever reused, and each
+// forgotten version only grows (its fresh version is drawn after the
+// upsert holds the row's lock), so their greatest only grows too. So a
+// Forget of one user moves the absent version of the users of one bucket
+// (one in 4096, the user's) and a first commit of theirs racing with it
+// conflicts once; every other user's first commit lands. Tables where an
+// older build forgot someone keep working: its store-wide row counts for
+// every identity until the identity's bucket moves past it.
 //
 // GetState is one statement: the value, its version and the absent
 // version come from one snapshot. PutState is one statement, after the
 // identity's advisory lock: the current version is the value's, else the
 // absent version; only when it is expect is the value upserted with the
 // next value of the sequence (or, for a nil value, deleted, returning the
-// absent version). Clear is, in one transaction under the same lock, the
-// deletes of the identity's messages, conversations row and state values
-// in the namespace and the upsert of its mark; Forget is the upsert of the
-// forgotten row, then the deletes of every row of the identity under the
-// table prefix, marks included. Because PutState, Clear and Forget of one
-// identity hold its lock in turn, a PutState racing a Clear or Forget,
-// from any pool or process, either commits before it, and is removed by
-// it, or runs after it, and then conflicts unless it expected the new
-// absent version (see PutState for why a row lock would not do).
+// absent version). Every statement that reads an absent version takes the
+// bucket's row name as a parameter, computed by the client. Clear is, in
+// one transaction under the same lock, the deletes of the identity's
+// messages, conversations row and state values in the namespace and the
+// upsert of its mark; Forget is the upsert of its bucket's row, then the
+// deletes of every row of the identity under the table prefix, marks
+// included. Because PutState, Clear and Forget of one identity hold its
+// lock in turn, a PutState racing a Clear or Forget, from any pool or
+// process, either commits before it, and is removed by it, or runs after
+// it, and then conflicts unless it expected the new absent version (see
+// PutState for why a row lock would not do, and for the forgotten
+// versions moved under another identity's lock or none).
 //
 // # Rewrite and Users
 //
@@ -318,13 +352,35 @@
 // reads the scope indexes of the conversations and state tables (an
 // identity with a conversations row but no message left, no value and no
 // mark holds nothing and is not listed); Export reads the identities' rows
-// by id_hash in one snapshot; ForgetScope stores a fresh forgotten version,
-// lists the scope, and deletes every row of its identities — every
-// namespace under the table prefix, emptied conversations rows included —
-// in transactions of up to 64 identities, each taking their advisory
-// locks in ascending order, so it never deadlocks with another ForgetScope
-// or with a single identity's write. None of them reaches another table
-// prefix: a prefix is a store of its own.
+// by id_hash in one snapshot. None of them reaches another table prefix:
+// a prefix is a store of its own.
+//
+// # Forgetting a user
+//
+// ForgetScope cannot hold the locks of every identity of a user at once,
+// so it runs in steps. It first moves the forgotten version of the user's
+// bucket (a tenant's: of every bucket and the store-wide one, in one
+// statement), so a commit that read any absent version of the scope
+// before conflicts; then lists the scope; then deletes every row of its
+// identities — every namespace under the table prefix, emptied
+// conversations rows included — in transactions of up to 64 identities,
+// derived ones (store.Derived) last, each taking their advisory locks in
+// ascending order, so it never deadlocks with another ForgetScope or with
+// a single identity's write. Last, it forgets every identity of
+// store.DerivedOf for the scope's user (for a tenant, for every user it
+// listed), also when none was listed: as Forget does, under each
+// identity's lock, it moves the user's bucket and deletes the identity's
+// rows. That is what keeps a user's facts from outliving the forget: a
+// per-user Facts extraction in flight may commit to the facts identity
+// after the listing (it re-reads the state after the first step and
+// retries), when there was nothing to list. Its PutState takes the same
+// lock as this last step, so it lands before it and is deleted, or runs
+// after it and conflicts (the version it read is older); a commit that
+// reads after it finds the user's conversations gone, which Facts checks
+// before committing. ForgetScope returns how many identities held
+// something: listed so, or, for the last step's, holding rows it removed.
+// An identity written after the listing, other than a derived one, is a
+// write after the forget and is kept.
 //
 // # Failures
 //
@@ -343,8 +399,9 @@
 //
 // A store from Open uses pgxpool's default pool size (the larger of 4 and
 // the number of CPUs) unless the DSN sets pool_max_conns. Every call is one
-// round trip, but Export (five) and ForgetScope (two, and one per 64
-// identities).
+// round trip, but Export (five) and ForgetScope (two, one per 64
+// identities, and one per 64 users for their derived identities: three
+// for a user with up to 64 conversations).
 // On a 2-core machine with client and server on loopback, 32 concurrent
 // conversations saving a turn and loading Last(10) each time reach several
 // thousand saves per second (see the README's benchmark table and

@@ -59,7 +59,7 @@ type queries struct {
 	last, tail, all, stat, removePrefix      string
 	rewrite                                  string
 	clearMessages, clearState, clearConv     string
-	setMark, setForgotten                    string
+	setMark, setForgotten, setForgottenEvery string
 	forgetMessages, forgetState, forgetConv  string
 	getState, putState, deleteState          string
 	scopeTenant, scopeUser                   string
@@ -70,14 +70,26 @@ type queries struct {
 // The reserved rows of the state table (see the package documentation).
 // markName is the name of a Clear mark, as an SQL literal: the empty name,
 // which store.CheckStateName rejects, so no caller reads or writes it.
-// forgottenRow selects the one row holding the store-wide forgotten
-// version: its empty id_hash is no SHA-256 and its empty ns no namespace
-// (WithNamespace rejects ""), so no identity's row is it and no identity's
-// Forget deletes it.
+// forgottenRows selects the rows of the forgotten versions: that of each
+// bucket of users (store.ForgetBucket), named bucketName, and the
+// store-wide one of builds before buckets, named legacyName. Their empty
+// id_hash is no SHA-256 and their empty ns no namespace (WithNamespace
+// rejects ""), so no identity's row is one of them and no identity's
+// Forget deletes them; the primary key (id_hash, ns, name) finds each.
 const (
-	markName     = "''"
-	forgottenRow = "id_hash = ''::bytea AND ns = '' AND name = ''"
+	markName      = "''"
+	forgottenRows = "id_hash = ''::bytea AND ns = ''"
+	legacyName    = "''"
 )
+
+// bucketName is the name of the reserved row holding the forgotten
+// version of the bucket of tenant's user (store.ForgetBucket): '#' and
+// the bucket's number.
+func bucketName(tenant, user string) string {
+	return bucketNameOf(store.ForgetBucket(tenant, user))
+}
+
+func bucketNameOf(bucket int) string { return "#" + strconv.Itoa(bucket) }
 
 // The scope expressions of an identity key (tenant:user:conversation,
 // each part escaped so that it holds no ':'): its tenant prefix "t:" and
@@ -110,17 +122,24 @@ func buildQueries(prefix string) queries {
 	stored := "EXISTS (SELECT FROM " + m + " WHERE id_hash = $1::bytea AND ns = $2::text AND seq = currval('" + seq + "'))"
 	const idm = "id_hash = $1 AND ns = $2 AND id_key = $3"
 	const ida = "id_hash = $1 AND id_key = $2" // every namespace
-	// absent is the absent version of the identity $1/$3 in namespace $2:
-	// its Clear mark, else the forgotten version, else 0. Its sub-selects
-	// run in the snapshot of the statement they are part of, so they agree
-	// with every other read of that statement.
-	absent := "coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = " + markName + "), " +
-		"(SELECT version FROM " + st + " WHERE " + forgottenRow + "), 0)"
+	// absent is the absent version of the identity $1/$3 in namespace $2,
+	// whose user's bucket row is named by the parameter bucket
+	// (bucketName): its Clear mark, else the greater of its bucket's
+	// forgotten version and the store-wide one that builds before buckets
+	// moved (greatest ignores a missing one), else 0. Each sub-select is a
+	// primary-key lookup, run in the snapshot of the statement it is part
+	// of, so they agree with every other read of that statement.
+	absent := func(bucket string) string {
+		return "coalesce((SELECT version FROM " + st + " WHERE " + idm + " AND name = " + markName + "), " +
+			"greatest((SELECT version FROM " + st + " WHERE " + forgottenRows + " AND name = " + bucket + "::text), " +
+			"(SELECT version FROM " + st + " WHERE " + forgottenRows + " AND name = " + legacyName + ")), 0)"
+	}
 	// scope lists the identity keys with a row in the conversations or
 	// the state table whose scope expression is $1, and whether they hold
 	// anything (messages, a value or a Clear mark; a conversations row
 	// with no messages left does not count). starts_with makes the match
-	// exact also for the forgotten row, whose empty key has no parts.
+	// exact also for the forgotten versions' rows, whose empty key has no
+	// parts (and whose empty ns the state branch skips).
 	scope := func(expr string) string {
 		return "SELECT id_key, bool_or(held) FROM (" +
 			"SELECT id_key, count > 0 AS held FROM " + c + " WHERE " + expr + " = $1 AND starts_with(id_key, $1)" +
@@ -274,26 +293,35 @@ SELECT count(*) FROM d`,
 		clearState: "DELETE FROM " + st + " WHERE " + idm + " AND name <> " + markName,
 		setMark: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value) VALUES ($1, $2, " + markName + ", $3, " + next + ", ''::bytea)" +
 			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = EXCLUDED.version WHERE s.id_key = EXCLUDED.id_key",
-		// The fresh version is drawn by the UPDATE, after it holds the
+		// The forgotten version of the bucket named $1 (bucketName) moves
+		// to a fresh version. It is drawn by the UPDATE, after it holds the
 		// row's lock, so concurrent Forgets store increasing versions.
-		setForgotten: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value) VALUES (''::bytea, '', '', '', " + next + ", ''::bytea)" +
+		setForgotten: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value) VALUES (''::bytea, '', $1::text, '', " + next + ", ''::bytea)" +
+			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = " + next,
+		// Every bucket's forgotten version and the store-wide one (-1)
+		// move, in one statement (a tenant's ForgetScope), each row to a
+		// fresh version drawn after its lock; rows are taken in one order,
+		// so two of these never deadlock.
+		setForgottenEvery: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value)" +
+			" SELECT ''::bytea, '', CASE WHEN b < 0 THEN " + legacyName + " ELSE '#' || b END, '', " + next + ", ''::bytea" +
+			" FROM generate_series(-1, " + strconv.Itoa(store.ForgetBuckets-1) + ") AS b" +
 			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = " + next,
 		forgetMessages: "DELETE FROM " + m + " WHERE " + ida,
 		forgetConv:     "DELETE FROM " + c + " WHERE " + ida,
 		// The identity's state values and Clear marks in every namespace;
-		// never the forgotten row, whose id_hash is empty.
+		// never a forgotten version's row, whose id_hash is empty.
 		forgetState: "DELETE FROM " + st + " WHERE " + ida,
 		// The value (NULL when absent), its version (NULL when absent) and
-		// the absent version, from one snapshot.
-		getState: "SELECT s.value, s.version, " + absent + " FROM (VALUES (0)) AS one (x) LEFT JOIN " + st +
+		// the absent version, from one snapshot; $5 is the bucket.
+		getState: "SELECT s.value, s.version, " + absent("$5") + " FROM (VALUES (0)) AS one (x) LEFT JOIN " + st +
 			" s ON s.id_hash = $1 AND s.ns = $2 AND s.id_key = $3 AND s.name = $4",
 		// The compare-and-set of a value, run under the identity's lock
 		// (see PutState): cur is the current version, the value's or the
 		// absent one; the value is written, with a fresh version, only if
 		// cur is $6. It returns the new version (NULL on a conflict) and
-		// cur.
+		// cur. $7 is the bucket.
 		putState: `WITH cur AS (
-	SELECT coalesce((SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4), " + absent + `) AS version),
+	SELECT coalesce((SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4), " + absent("$7") + `) AS version),
 w AS (
 	INSERT INTO ` + st + ` AS s (id_hash, ns, name, id_key, version, value)
 	SELECT $1::bytea, $2::text, $4::text, $3::text, ` + next + `, $5::bytea FROM cur WHERE cur.version = $6::bigint
@@ -304,9 +332,10 @@ SELECT (SELECT version FROM w), version FROM cur`,
 		// The compare-and-set of a delete, under the identity's lock: it
 		// returns the current version (the value's or the absent one) and
 		// the absent version, which is the name's after the delete. The
-		// DELETE matches only when the value exists at version $5.
+		// DELETE matches only when the value exists at version $5. $6 is
+		// the bucket.
 		deleteState: `WITH cur AS (
-	SELECT (SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4) AS stored, " + absent + ` AS absent),
+	SELECT (SELECT version FROM ` + st + " WHERE " + idm + " AND name = $4) AS stored, " + absent("$6") + ` AS absent),
 d AS (
 	DELETE FROM ` + st + " WHERE " + idm + ` AND name = $4 AND version = $5::bigint RETURNING 1)
 SELECT coalesce(stored, absent), absent FROM cur`,
@@ -727,9 +756,11 @@ func (s *Store) queueReset(b *pgx.Batch, k ident) {
 }
 
 // Forget implements store.Store: in one transaction under the identity's
-// lock, a fresh forgotten version is stored, then the messages, state and
-// Clear marks of id in every namespace under this store's table prefix
-// are removed.
+// lock, the forgotten version of the bucket of id's user
+// (store.ForgetBucket) moves to a fresh version, then the messages, state
+// and Clear marks of id in every namespace under this store's table
+// prefix are removed. The absent versions of users of other buckets do
+// not move, so their first commits are not disturbed.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	if err := s.check(ctx, "Forget", id); err != nil {
 		return err
@@ -737,8 +768,8 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	k := identOf(id)
 	err := s.write(ctx, func(b *pgx.Batch) {
 		s.lockIdentity(b, k)
-		b.Queue(s.q.setForgotten)
-		s.queueForget(b, k)
+		b.Queue(s.q.setForgotten, bucketName(id.Tenant, id.User))
+		s.queueForget(b, k, nil)
 	})
 	if err != nil {
 		return s.wrap("Forget", k, err)
@@ -746,11 +777,22 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	return nil
 }
 
-// queueForget queues the deletes of every row of k under the table prefix.
-func (s *Store) queueForget(b *pgx.Batch, k ident) {
-	b.Queue(s.q.forgetMessages, k.hash, k.key)
+// queueForget queues the deletes of every row of k under the table
+// prefix. Unless removed is nil, the messages, state values and Clear
+// marks deleted are added to it (not the conversations row, which holds
+// nothing by itself).
+func (s *Store) queueForget(b *pgx.Batch, k ident, removed *int64) {
+	messages := b.Queue(s.q.forgetMessages, k.hash, k.key)
 	b.Queue(s.q.forgetConv, k.hash, k.key)
-	b.Queue(s.q.forgetState, k.hash, k.key)
+	state := b.Queue(s.q.forgetState, k.hash, k.key)
+	if removed != nil {
+		count := func(ct pgconn.CommandTag) error {
+			*removed += ct.RowsAffected()
+			return nil
+		}
+		messages.Exec(count)
+		state.Exec(count)
+	}
 }
 
 // GetState implements store.Store: one statement, so the value, its
@@ -770,7 +812,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 		absent  int64
 	)
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name).Scan(&value, &version, &absent)
+		return s.pool.QueryRow(ctx, s.q.getState, k.hash, s.ns, k.key, name, bucketName(id.Tenant, id.User)).Scan(&value, &version, &absent)
 	})
 	if err != nil {
 		return store.State{}, s.wrap(fmt.Sprintf("GetState(%q)", name), k, err)
@@ -810,11 +852,21 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 // removed by it; one after it reads the new mark and conflicts unless it
 // expected that mark.
 //
-// The forgotten version is not covered by the lock: a Forget of another
-// identity may move it while PutState runs. PutState then reads it as it
-// was, and is ordered before that Forget, which removes nothing of this
-// identity; the next commit that expects the old version conflicts, as the
-// package store documents.
+// The forgotten version of the identity's bucket (store.ForgetBucket) is
+// not always moved under this identity's lock: a Forget of another
+// identity of the same bucket moves it under that identity's lock, and
+// ForgetScope draws it first under none. PutState may then read it as it
+// was, and is ordered before that move. A Forget of another identity
+// removes nothing of this one; after ForgetScope's draw, the identity's
+// rows are deleted under its lock, so a commit ordered before the draw
+// lands before that delete and goes with it. The next commit that expects
+// the old version conflicts, as the package store documents. Forgets of
+// users of other buckets move rows PutState does not read: their first
+// commits go on. ForgetScope's last step — each derived identity of the
+// scope's users (store.DerivedOf) forgotten under its own lock, its
+// user's bucket moved in the same transaction — is covered by the lock:
+// a commit to it lands before and is removed, or runs after and
+// conflicts unless it read after that step.
 func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string, value []byte, expect int64) (int64, error) {
 	if err := s.check(ctx, "PutState", id); err != nil {
 		return 0, err
@@ -823,6 +875,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 		return 0, fmt.Errorf("pgstore: PutState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
+	bucket := bucketName(id.Tenant, id.User)
 	var (
 		written *int64 // the new version; nil when nothing was written
 		current int64  // the version before: the value's or the absent one
@@ -831,11 +884,11 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	err := s.write(ctx, func(b *pgx.Batch) {
 		s.lockIdentity(b, k)
 		if value == nil {
-			b.Queue(s.q.deleteState, k.hash, s.ns, k.key, name, expect).QueryRow(func(r pgx.Row) error {
+			b.Queue(s.q.deleteState, k.hash, s.ns, k.key, name, expect, bucket).QueryRow(func(r pgx.Row) error {
 				return r.Scan(&current, &absent)
 			})
 		} else {
-			b.Queue(s.q.putState, k.hash, s.ns, k.key, name, value, expect).QueryRow(func(r pgx.Row) error {
+			b.Queue(s.q.putState, k.hash, s.ns, k.key, name, value, expect, bucket).QueryRow(func(r pgx.Row) error {
 				return r.Scan(&written, &current)
 			})
 		}

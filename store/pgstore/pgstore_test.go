@@ -240,7 +240,7 @@ func TestNamespacesAndForget(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []byte("bob"), gs.Value)
 	}
-	assert.Equal(t, forgotten[0], forgotten[1], "Forget removed recent's Clear mark: both namespaces report the store-wide forgotten version")
+	assert.Equal(t, forgotten[0], forgotten[1], "Forget removed recent's Clear mark: both namespaces report the forgotten version of alice's bucket")
 	// Another table prefix is another store.
 	st, err = other.Stat(ctx, alice)
 	require.NoError(t, err)

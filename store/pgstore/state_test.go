@@ -28,9 +28,13 @@ type stateRow struct {
 // TestReservedRows checks the layout the package documentation gives for
 // absent versions: a Clear mark is one state row named "" per identity and
 // namespace, set even when the identity has no rows; the forgotten version
-// is one row with an empty id_hash that every Forget moves and none
-// removes; callers can reach neither; and Forget leaves no row of the
-// identity in any table, marks included.
+// of a bucket of users (store.ForgetBucket) is one row with an empty
+// id_hash and ns named '#' and the bucket, which a Forget of a user of the
+// bucket moves and none removes, and which leaves the absent versions of
+// other buckets' users alone; the store-wide row of older builds (name
+// "") still counts, the greater of it and the bucket's winning; callers
+// can reach none of them; and Forget leaves no row of the identity in any
+// table, marks included.
 func TestReservedRows(t *testing.T) {
 	ctx := context.Background()
 	prefix := freshPrefix("reserved")
@@ -108,32 +112,82 @@ func TestReservedRows(t *testing.T) {
 	assert.Equal(t, 1, st.Count, "a mark is no message")
 
 	// Forget leaves nothing of alice, marks included, and one forgotten
-	// row that is the absent version of everyone without a mark.
+	// row, of alice's bucket: the absent version of every identity of
+	// alice's user without a mark, and of no other user's.
+	bucket := func(id memstack.Identity) string { return fmt.Sprintf("#%d", store.ForgetBucket(id.Tenant, id.User)) }
+	require.NotEqual(t, bucket(alice), bucket(bob), "the test needs alice and bob in different buckets")
+	alice2 := memstack.Identity{Tenant: alice.Tenant, User: alice.User, Conversation: "c2"}
+	carol := memstack.Identity{Tenant: "acme", User: "carol"}
+	require.NotContains(t, []string{bucket(alice), bucket(bob)}, bucket(carol))
+	reserved := func() []stateRow {
+		t.Helper()
+		var out []stateRow
+		for _, r := range stateRows() {
+			if r.hashLen == 0 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
 	require.NoError(t, two.Forget(ctx, alice))
 	assert.Zero(t, countRows(alice), "Forget leaves no row of the identity in any table")
 	forgotten := get(one, alice, "summary")
 	assert.Nil(t, forgotten.Value)
 	assert.Greater(t, forgotten.Version, again.Version)
 	assert.Equal(t, forgotten, get(two, alice, "summary"))
-	assert.Equal(t, forgotten, get(one, bob, "never_set"), "bob has no mark: his absent version is the forgotten one")
+	assert.Equal(t, forgotten, get(one, alice2, "never_set"), "alice's other conversation shares her bucket's forgotten version")
+	assert.Equal(t, store.State{}, get(one, bob, "never_set"), "bob's bucket did not move: his absent version is still 0")
 	assert.Equal(t, []byte("bob"), get(two, bob, "summary").Value, "Forget of alice keeps bob's state")
-	var reserved []stateRow
-	for _, r := range stateRows() {
-		if r.hashLen == 0 {
-			reserved = append(reserved, r)
-		}
-	}
-	assert.Equal(t, []stateRow{{version: forgotten.Version}}, reserved, "one forgotten row")
+	assert.Equal(t, []stateRow{{name: bucket(alice), version: forgotten.Version}}, reserved(), "one forgotten row, alice's bucket's")
 
-	// Another Forget moves it and keeps it.
+	// A Forget of bob moves bob's bucket only: a first commit of alice's
+	// user that read before it lands, one of bob's conflicts.
 	require.NoError(t, one.Forget(ctx, bob))
 	assert.Zero(t, countRows(bob))
-	later := get(two, alice, "summary")
-	assert.Greater(t, later.Version, forgotten.Version)
-	assert.Equal(t, []stateRow{{version: later.Version}}, stateRows(), "only the forgotten row is left")
+	bobForgotten := get(two, bob, "summary")
+	assert.Greater(t, bobForgotten.Version, forgotten.Version)
+	assert.Equal(t, forgotten, get(two, alice, "summary"), "alice's absent version stays")
+	assert.ElementsMatch(t, []stateRow{{name: bucket(alice), version: forgotten.Version}, {name: bucket(bob), version: bobForgotten.Version}},
+		stateRows(), "only the forgotten rows of the two buckets are left")
+	_, err = one.PutState(ctx, bob, "summary", []byte("stale"), 0)
+	assert.ErrorIs(t, err, store.ErrConflict, "a first commit of bob that read before his Forget conflicts")
+	_, err = one.PutState(ctx, alice2, "summary", []byte("spared"), forgotten.Version)
+	require.NoError(t, err, "a first commit of alice's user that read before bob's Forget lands")
+
+	// Another Forget of alice moves her bucket again.
+	require.NoError(t, one.Forget(ctx, alice2))
 	_, err = one.PutState(ctx, alice, "summary", []byte("stale"), forgotten.Version)
-	assert.ErrorIs(t, err, store.ErrConflict, "a first commit that read before any Forget conflicts")
+	assert.ErrorIs(t, err, store.ErrConflict, "a first commit that read before the user's Forget conflicts")
 	mustCreate(t, one, alice, "summary", []byte("new"))
+	aliceForgotten := get(two, alice2, "summary")
+	assert.Greater(t, aliceForgotten.Version, bobForgotten.Version)
+
+	// Tables an older build forgot in: its Forget moved the store-wide row
+	// (name ""), with this statement. Every identity without a mark then
+	// reads it, as the older build does, until its bucket moves past it.
+	var legacy int64
+	require.NoError(t, pool.QueryRow(ctx, "INSERT INTO "+prefix+"state AS s (id_hash, ns, name, id_key, version, value)"+
+		" VALUES (''::bytea, '', '', '', nextval('"+prefix+"seq'), ''::bytea)"+
+		" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = nextval('"+prefix+"seq') RETURNING version").Scan(&legacy))
+	assert.Greater(t, legacy, aliceForgotten.Version)
+	for _, id := range []memstack.Identity{alice2, bob, carol} {
+		assert.Equal(t, store.State{Version: legacy}, get(one, id, "never_set"), "%s: the store-wide forgotten version is greater than the bucket's", id.Key())
+	}
+	assert.Equal(t, []byte("new"), get(one, alice, "summary").Value, "a value is a value")
+	_, err = one.PutState(ctx, carol, "summary", []byte("stale"), 0)
+	assert.ErrorIs(t, err, store.ErrConflict, "a first commit that read before the older build's Forget conflicts")
+	require.NoError(t, two.Forget(ctx, carol))
+	carolForgotten := get(one, carol, "summary")
+	assert.Greater(t, carolForgotten.Version, legacy, "carol's bucket moved past the store-wide row")
+	assert.Equal(t, store.State{Version: legacy}, get(one, bob, "never_set"), "bob still reads the store-wide row")
+	mustCreate(t, one, carol, "summary", []byte("c"))
+	mustCreate(t, two, bob, "summary", []byte("b"))
+	assert.ElementsMatch(t, []stateRow{
+		{name: "", version: legacy},
+		{name: bucket(alice), version: aliceForgotten.Version},
+		{name: bucket(bob), version: bobForgotten.Version},
+		{name: bucket(carol), version: carolForgotten.Version},
+	}, reserved(), "the store-wide row and one per bucket forgotten in")
 }
 
 // TestClearRacingPutStateAcrossPools races, round after round, a

@@ -261,26 +261,56 @@ func (s *Store) export(ctx context.Context, sc store.Scope) (store.Export, error
 // transaction.
 const forgetChunk = 64
 
-// ForgetScope implements store.Users: it first stores a fresh forgotten
-// version (one transaction), then finds every identity within scope that
-// has a row under the table prefix (the scope indexes), then removes all
-// their rows — messages, conversations rows, state values and Clear
-// marks, every namespace — in transactions of up to 64 identities, each
-// holding those identities' advisory locks, taken in ascending order so
-// that two ForgetScopes never deadlock. A failure part-way leaves the
-// identities of the transactions that committed forgotten and the others
-// whole; calling it again finishes. It returns how many of the identities
-// held anything (messages, a value or a Clear mark); identities with
-// nothing but an emptied conversations row are removed too, uncounted.
+// ForgetScope implements store.Users, in four steps:
+//
+//  1. one transaction moves the forgotten version of the scope's user's
+//     bucket (store.ForgetBucket) — for a tenant, of every bucket and the
+//     store-wide one — to a fresh version, so every commit that read an
+//     absent version of the scope before conflicts;
+//  2. one statement finds every identity within scope that has a row
+//     under the table prefix (the scope indexes);
+//  3. all their rows — messages, conversations rows, state values and
+//     Clear marks, every namespace — are removed in transactions of up to
+//     64 identities, each holding those identities' advisory locks, taken
+//     in ascending order so that two ForgetScopes never deadlock; derived
+//     identities (store.Derived) go last;
+//  4. last, every identity of store.DerivedOf for the scope's user (for a
+//     tenant, for every user step 2 found) is forgotten as Forget forgets
+//     one, found or not: in transactions of up to 64 of them, each under
+//     their advisory locks, the forgotten versions of their users'
+//     buckets move (in ascending order) and their rows are removed.
+//
+// Step 4 is what keeps a user's derived state from outliving the forget:
+// a commit to a derived identity (the user's facts, from an extraction
+// in flight) that read after step 1 and found it empty was not listed in
+// step 2. PutState takes the same identity lock, so it either lands
+// before step 4, which removes it, or runs after it and conflicts (the
+// version it read is older), unless it read after step 4 — and then its
+// source messages, which steps 2 and 3 removed, are gone, which a memory
+// checks before it commits.
+//
+// A failure part-way leaves the identities of the transactions that
+// committed forgotten and the others whole; calling it again finishes. It
+// returns how many identities held anything (messages, a value or a Clear
+// mark) — found so in step 2, or, for step 4's, holding rows it removed;
+// identities with nothing but an emptied conversations row are removed
+// too, uncounted.
 func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 	if err := s.checkScope(ctx, "ForgetScope", sc); err != nil {
 		return 0, err
 	}
-	if err := s.write(ctx, func(b *pgx.Batch) { b.Queue(s.q.setForgotten) }); err != nil {
+	err := s.write(ctx, func(b *pgx.Batch) {
+		if sc.AllUsers {
+			b.Queue(s.q.setForgottenEvery)
+		} else {
+			b.Queue(s.q.setForgotten, bucketName(sc.Tenant, sc.User))
+		}
+	})
+	if err != nil {
 		return 0, s.wrapScope("ForgetScope", sc, fmt.Errorf("drawing a forgotten version: %w", err))
 	}
 	var found []scoped
-	err := s.retry(ctx, func() error {
+	err = s.retry(ctx, func() error {
 		var err error
 		found, err = s.scope(ctx, s.pool, sc)
 		return err
@@ -288,8 +318,35 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 	if err != nil {
 		return 0, s.wrapScope("ForgetScope", sc, err)
 	}
+	// The users' derived identities of step 4, found or not; a found one
+	// is left to step 4 (with whether it held anything).
+	users := map[string]bool{sc.User: !sc.AllUsers}
+	for _, f := range found {
+		users[f.id.User] = true
+	}
+	var derived []scoped
+	at := map[string]int{}
+	for _, u := range slices.Sorted(maps.Keys(users)) {
+		if !users[u] {
+			continue
+		}
+		for _, id := range store.DerivedOf(sc.Tenant, u) {
+			if _, dup := at[id.Key()]; !dup {
+				at[id.Key()] = len(derived)
+				derived = append(derived, scoped{id: id, k: identOf(id)})
+			}
+		}
+	}
+	listed := make([]scoped, 0, len(found))
+	for _, f := range found {
+		if i, ok := at[f.k.key]; ok {
+			derived[i].held = f.held
+			continue
+		}
+		listed = append(listed, f)
+	}
 	// Derived identities (the user's facts) go last: see store.ForgetOrder.
-	slices.SortStableFunc(found, func(a, b scoped) int {
+	slices.SortStableFunc(listed, func(a, b scoped) int {
 		switch da, db := store.Derived(a.id), store.Derived(b.id); {
 		case da == db:
 			return 0
@@ -299,20 +356,11 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 		return -1
 	})
 	forgotten := 0
-	for chunk := range slices.Chunk(found, forgetChunk) {
-		locks := make([]int64, len(chunk))
-		for i, f := range chunk {
-			locks[i] = s.identityLock(f.k)
-		}
-		slices.Sort(locks)
+	for chunk := range slices.Chunk(listed, forgetChunk) {
 		err := s.write(ctx, func(b *pgx.Batch) {
-			for i, l := range locks {
-				if i == 0 || l != locks[i-1] {
-					b.Queue("SELECT pg_advisory_xact_lock($1)", l)
-				}
-			}
+			s.queueLocks(b, chunk)
 			for _, f := range chunk {
-				s.queueForget(b, f.k)
+				s.queueForget(b, f.k, nil)
 			}
 		})
 		if err != nil {
@@ -325,5 +373,47 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 			}
 		}
 	}
+	for chunk := range slices.Chunk(derived, forgetChunk) {
+		var buckets []int
+		for _, d := range chunk {
+			buckets = append(buckets, store.ForgetBucket(d.id.Tenant, d.id.User))
+		}
+		slices.Sort(buckets)
+		buckets = slices.Compact(buckets)
+		removed := make([]int64, len(chunk))
+		err := s.write(ctx, func(b *pgx.Batch) {
+			clear(removed) // a run the server rolled back counted nothing
+			s.queueLocks(b, chunk)
+			for _, bucket := range buckets {
+				b.Queue(s.q.setForgotten, bucketNameOf(bucket))
+			}
+			for i, d := range chunk {
+				s.queueForget(b, d.k, &removed[i])
+			}
+		})
+		if err != nil {
+			return forgotten, s.wrapScope("ForgetScope", sc, fmt.Errorf("forgetting the derived identity %q and %d more: %w",
+				chunk[0].k.key, len(chunk)-1, err))
+		}
+		for i, d := range chunk {
+			if d.held || removed[i] > 0 {
+				forgotten++
+			}
+		}
+	}
 	return forgotten, nil
+}
+
+// queueLocks queues the advisory locks of the identities of chunk, in
+// ascending order and each once, so that transactions taking several
+// never deadlock with each other or with a single identity's write.
+func (s *Store) queueLocks(b *pgx.Batch, chunk []scoped) {
+	locks := make([]int64, len(chunk))
+	for i, f := range chunk {
+		locks[i] = s.identityLock(f.k)
+	}
+	slices.Sort(locks)
+	for _, l := range slices.Compact(locks) {
+		b.Queue("SELECT pg_advisory_xact_lock($1)", l)
+	}
 }

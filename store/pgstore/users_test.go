@@ -3,10 +3,13 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -45,6 +48,32 @@ func tableRows(t *testing.T, c *pgx.Conn, prefix string) []tableRow {
 	return out
 }
 
+// forgottenRows reads the rows of the forgotten versions under prefix
+// (empty id_hash and ns), by name: "" is the store-wide one, "#<b>" that
+// of bucket b.
+func forgottenRows(t *testing.T, c *pgx.Conn, prefix string) map[string]int64 {
+	t.Helper()
+	rows, err := c.Query(context.Background(), "SELECT name, version, id_key, length(value) FROM "+prefix+"state WHERE id_hash = ''::bytea")
+	require.NoError(t, err)
+	out := map[string]int64{}
+	var (
+		name, key   string
+		version     int64
+		valueLength int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &version, &key, &valueLength}, func() error {
+		assert.Empty(t, key)
+		assert.Zero(t, valueLength)
+		out[name] = version
+		return nil
+	})
+	require.NoError(t, err)
+	var stray int
+	require.NoError(t, c.QueryRow(context.Background(), "SELECT count(*) FROM "+prefix+"state WHERE id_hash = ''::bytea AND ns <> ''").Scan(&stray))
+	require.Zero(t, stray, "every forgotten version's row has an empty ns")
+	return out
+}
+
 // TestForgetScopeLeavesNothing fills two namespaces of one table prefix
 // (and another prefix) with identities inside and outside a scope —
 // messages with a pinned system prompt, state values, a Clear mark, a
@@ -52,8 +81,9 @@ func tableRows(t *testing.T, c *pgx.Conn, prefix string) []tableRow {
 // look-alike keys — then forgets the scope and reads the tables
 // themselves: not one row of an identity within the scope is left in any
 // table, and every other row, of every other identity and of the other
-// prefix, is byte for byte what it was. Only the forgotten version's row
-// moves.
+// prefix, is byte for byte what it was. Only the forgotten versions' rows
+// move: the user's bucket's (store.ForgetBucket), or, for a tenant, every
+// bucket's and the store-wide one.
 func TestForgetScopeLeavesNothing(t *testing.T) {
 	admin := adminConn(t)
 	tests := []struct {
@@ -112,7 +142,7 @@ func TestForgetScopeLeavesNothing(t *testing.T) {
 			}
 			split := func(rows []tableRow) (in, out []tableRow) {
 				for _, r := range rows {
-					if r.key == "" { // the forgotten version's row
+					if r.key == "" { // a forgotten version's row
 						continue
 					}
 					id, err := memstack.ParseKey(r.key)
@@ -131,8 +161,16 @@ func TestForgetScopeLeavesNothing(t *testing.T) {
 				assert.True(t, slices.ContainsFunc(in, func(r tableRow) bool { return r.table == table }), "the scope has rows in %s", table)
 			}
 			otherBefore := tableRows(t, admin, otherPrefix)
-			var forgottenBefore int64
-			require.NoError(t, admin.QueryRow(ctx, "SELECT coalesce((SELECT version FROM "+prefix+"state WHERE id_key = ''), 0)").Scan(&forgottenBefore))
+			// Forgets of other users left rows of their buckets, and an
+			// older build the store-wide one.
+			require.NoError(t, one.Forget(ctx, memstack.Identity{Tenant: "acme", User: "carl"}))
+			require.NoError(t, two.Forget(ctx, memstack.Identity{Tenant: "acme", User: "dora"}))
+			_, err := admin.Exec(ctx, "INSERT INTO "+prefix+"state (id_hash, ns, name, id_key, version, value) VALUES (''::bytea, '', '', '', nextval('"+prefix+"seq'), ''::bytea)")
+			require.NoError(t, err)
+			forgottenBefore := forgottenRows(t, admin, prefix)
+			require.Len(t, forgottenBefore, 3)
+			var drawn int64
+			require.NoError(t, admin.QueryRow(ctx, "SELECT last_value FROM "+prefix+"seq").Scan(&drawn))
 
 			n, err := two.ForgetScope(ctx, tt.scope)
 			require.NoError(t, err)
@@ -142,9 +180,108 @@ func TestForgetScopeLeavesNothing(t *testing.T) {
 			assert.Empty(t, in, "rows of the scope left behind")
 			assert.Equal(t, keep, kept, "every other identity's rows, byte for byte")
 			assert.Equal(t, otherBefore, tableRows(t, admin, otherPrefix), "another table prefix is another store")
-			var forgottenAfter int64
-			require.NoError(t, admin.QueryRow(ctx, "SELECT coalesce((SELECT version FROM "+prefix+"state WHERE id_key = ''), 0)").Scan(&forgottenAfter))
-			assert.Greater(t, forgottenAfter, forgottenBefore, "ForgetScope draws a fresh forgotten version")
+			forgottenAfter := forgottenRows(t, admin, prefix)
+			moved := map[string]bool{}
+			for name, v := range forgottenAfter {
+				if v > drawn {
+					moved[name] = true
+				} else {
+					assert.Equal(t, forgottenBefore[name], v, "the forgotten version of %q did not move", name)
+				}
+			}
+			if tt.scope.AllUsers {
+				assert.Len(t, forgottenAfter, store.ForgetBuckets+1, "every bucket's row and the store-wide one")
+				assert.Len(t, moved, store.ForgetBuckets+1, "a tenant's ForgetScope moves every bucket and the store-wide row to fresh versions")
+			} else {
+				ana := fmt.Sprintf("#%d", store.ForgetBucket("acme", "ana"))
+				require.NotContains(t, forgottenBefore, ana, "the test needs ana's bucket apart from carl's and dora's")
+				assert.Equal(t, map[string]bool{ana: true}, moved, "a user's ForgetScope moves the user's bucket only")
+				assert.Len(t, forgottenAfter, 4)
+			}
 		})
 	}
+}
+
+// TestForgetScopeRacingDerivedCommits races, round after round, a user's
+// ForgetScope against a writer that derives state from one of the user's
+// conversations into the user's derived identity (store.DerivedOf), as a
+// per-user Facts extraction does: it reads the derived state, checks its
+// source conversation still holds messages, and commits with the version
+// it read (after a pause of up to 3 ms), again and again, until the source
+// is gone. Every other round
+// its first commit lands before ForgetScope starts; in the others
+// ForgetScope may list the user before the derived identity exists.
+// Whatever it committed — before the scope was listed, or after — nothing of the user is left when
+// ForgetScope returns and the writer has stopped (issue 17, item 1).
+func TestForgetScopeRacingDerivedCommits(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("forget_derived")
+	writer := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithNamespace("facts"))
+	forgetter := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithNamespace("facts"))
+	landed, late := 0, 0
+	for round := range 24 {
+		tenant := fmt.Sprintf("acme%d", round)
+		var source memstack.Identity
+		for i := range 100 {
+			source = memstack.Identity{Tenant: tenant, User: "ana", Conversation: fmt.Sprintf("c%03d", i)}
+			require.NoError(t, writer.Append(ctx, source, human("my card is 4111"), ai("noted")))
+		}
+		facts := store.DerivedOf(tenant, "ana")[0]
+		var (
+			wg        sync.WaitGroup
+			commits   int
+			committed = make(chan struct{})
+			forgotten int
+			forgetErr error
+		)
+		wg.Go(func() {
+			for {
+				st, err := writer.GetState(ctx, facts, "facts")
+				if !assert.NoError(t, err) {
+					return
+				}
+				stat, err := writer.Stat(ctx, source)
+				if !assert.NoError(t, err) || stat.Count == 0 {
+					return // forgotten: nothing to derive from
+				}
+				// A pause between the check and the commit (a slow
+				// network, a scheduler), up to 3 ms, which ForgetScope's
+				// last steps may run in.
+				time.Sleep(time.Duration(rand.N(4)) * time.Millisecond)
+				_, err = writer.PutState(ctx, facts, "facts", []byte("the card 4111"), st.Version)
+				if err == nil {
+					commits++
+					if commits == 1 {
+						close(committed)
+					}
+				} else if !assert.ErrorIs(t, err, store.ErrConflict) {
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			if round%2 == 0 { // the derived identity is there to be listed
+				select {
+				case <-committed:
+				case <-time.After(5 * time.Second):
+				}
+			}
+			time.Sleep(time.Duration(round%3) * time.Millisecond)
+			forgotten, forgetErr = forgetter.ForgetScope(ctx, store.UserScope(tenant, "ana"))
+		})
+		wg.Wait()
+		require.NoError(t, forgetErr)
+		left, err := writer.Identities(ctx, store.UserScope(tenant, "ana"))
+		require.NoError(t, err)
+		require.Empty(t, left, "round %d: nothing of the user is left (%d commits)", round, commits)
+		st, err := writer.GetState(ctx, facts, "facts")
+		require.NoError(t, err)
+		require.False(t, st.Exists(), "round %d: the derived state is gone", round)
+		landed += commits
+		if forgotten == 101 {
+			late++
+		}
+		assert.Contains(t, []int{100, 101}, forgotten, "round %d: the conversations, and the derived identity when it held something", round)
+	}
+	t.Logf("%d commits of derived state, all forgotten; %d rounds counted the derived identity", landed, late)
 }
