@@ -10,7 +10,7 @@ package memstack_test
 //   - BenchmarkLoad: LoadMemoryVariables alone, memstack's Buffer against
 //     langchaingo's ConversationBuffer.
 //
-// Reproduce (the numbers in the README come from this command, about 4
+// Reproduce (the numbers in docs/benchmarks.md come from this command, about 4
 // minutes on 2 cores):
 //
 //	go test -run '^$' -bench 'BenchmarkTurn|BenchmarkLoad' -benchmem -count 6 -benchtime 300ms . > bench-raw.txt

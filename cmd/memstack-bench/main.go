@@ -1,6 +1,6 @@
 // Command memstack-bench measures memstack's memories and stores, with
 // langchaingo's own memories in the same process for comparison, and writes
-// the results as a markdown report and an SVG plot (the README shows both).
+// the results as a markdown report and an SVG plot (docs/benchmarks.md shows both).
 //
 // Usage:
 //

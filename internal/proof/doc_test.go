@@ -48,5 +48,5 @@
 // by reading the store) and never panics.
 //
 // Fuzzing lives next to the code it fuzzes (adapter, store, the store
-// backends and the root package); see the README.
+// backends and the root package); see CONTRIBUTING.md.
 package proof_test

@@ -404,7 +404,7 @@
 // for a user with up to 64 conversations).
 // On a 2-core machine with client and server on loopback, 32 concurrent
 // conversations saving a turn and loading Last(10) each time reach several
-// thousand saves per second (see the README's benchmark table and
+// thousand saves per second (see the benchmark table in docs/benchmarks.md and
 // BenchmarkPostgres).
 //
 // Stat reads the conversation's row, so it costs the same for ten
