@@ -5,91 +5,14 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tmc/langchaingo/llms"
 
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
 )
-
-// Itemizer is implemented by memories whose loaded variable is a list of
-// items that a token budget (WithTokenBudget) can trim whole: a child that
-// implements it is loaded with LoadItems instead of LoadMemoryVariables when
-// the combined memory has a budget. Buffer, RecentN, TokenWindow, Summary,
-// Facts and Recall in package memories implement it.
-//
-// The contract:
-//
-//   - LoadItems loads, for the same context and inputs, what
-//     LoadMemoryVariables would — or more, for a layer that can use a
-//     budget's room (Recall offers more past exchanges than it shows
-//     unbudgeted) — as one variable (Items.Key) made of items
-//     (Items.List), in the order they appear in the variable.
-//   - Items.Render(keep) returns the variable's value made of the items
-//     whose keep entry is true (keep has one entry per item of List). With
-//     every entry true it returns every item offered (for the windows,
-//     Summary and Facts exactly what LoadMemoryVariables returns under
-//     Key); with none true it returns an empty value ("" or an empty
-//     slice). It may be called several times, and concurrently with other
-//     children's calls, but not concurrently with itself.
-//   - Each Item's Text is the item's text as it appears in the variable
-//     (a message's rendered line or lines): the budget counts it to plan
-//     what to drop, then counts the rendered result exactly.
-//   - Priority orders dropping within the child: the item with the lowest
-//     Priority is dropped first, and among equal priorities the one listed
-//     first. Items with the same non-zero Group are kept or dropped
-//     together (an AI message that calls tools with the tool results that
-//     follow it).
-//   - LoadItems records on the observe.Recorder in its context only what
-//     the budget cannot know: items it left out itself (a window's older
-//     messages, with their reason), model calls. The combined memory
-//     records the items it keeps as Injected, those it drops as Dropped with
-//     observe.ReasonBudget, and the variable's tokens.
-//
-// The orders memstack's layers use: windows (Buffer, RecentN, TokenWindow)
-// drop the oldest messages first and system messages last (Priority 0 for
-// other messages, 1 for system messages); Summary drops its oldest raw
-// messages, then the summary line (one item), then system messages. Layers
-// written later follow the same scheme: Recall drops the lowest score first
-// (Priority = score), Facts the oldest fact first (Priority rising with the
-// time a fact became valid).
-type Itemizer interface {
-	LoadItems(ctx context.Context, inputs map[string]any) (Items, error)
-}
-
-// Items is one variable loaded as items (see Itemizer).
-type Items struct {
-	// Key is the variable's name (the memory key).
-	Key string
-	// List holds the items in the order they appear in the variable.
-	List []Item
-	// Render returns the variable's value made of the items whose keep
-	// entry is true.
-	Render func(keep []bool) (any, error)
-}
-
-// Item is one piece of a variable that the budget keeps or drops whole.
-type Item struct {
-	// Text is the item's text as it appears in the variable.
-	Text string
-	// Kind, ID and Score name the item in reports (see observe.Item):
-	// "message" and its Seq, "summary", "fact" and its key...
-	Kind  string
-	ID    string
-	Score float64
-	// Time is the stored time of what the item stands for (a message's
-	// store.Record.Time, the time a fact became valid, an exchange's
-	// time), zero when unknown; the budget copies it into the observe.Item
-	// it reports for the item (Injected, Dropped, Trim.Dropped).
-	Time time.Time
-	// Priority: lower is dropped first; ties go by position, earlier first.
-	Priority float64
-	// Group: items with the same non-zero Group are kept or dropped
-	// together.
-	Group int
-}
 
 // Trim is what the token budget did in one load; WithTrimHook receives it.
 type Trim struct {
@@ -135,14 +58,15 @@ func (b *budgetConfig) bad(format string, args ...any) {
 // message — from the lowest-priority child first (see WithPriorities),
 // until they fit; then every dropped item that fits in the room left is
 // taken back, the most important first, so one oversized item does not
-// empty the layers after it: a window's newest message too large to show
-// leaves the room to the facts and recalled turns of lower priority, and
-// a summary line too large to show leaves it to the raw messages. (A
-// window still never shows an older message without the newer ones it
-// dropped.) MemoryVariables does not change, and a variable trimmed to
-// nothing is loaded empty ("" or an empty []llms.ChatMessage). See the
-// package documentation for how each kind of child is trimmed and counted.
-// n < 1 is an error.
+// empty the layers after it: an item too large to show leaves the room to
+// the less important items of its own layer and of the layers after it.
+// (The items its variable dropped before it with the same drop priority
+// stay dropped: a window never shows an older message without the newer
+// ones it dropped.) MemoryVariables does not change, and a variable
+// trimmed to nothing is loaded empty ("" or an empty []llms.ChatMessage).
+// See the package documentation for how each kind of child is trimmed and
+// counted, and package layer for the items a child offers. n < 1 is an
+// error.
 func WithTokenBudget(n int, opts ...BudgetOption) Option {
 	return func(o *options) {
 		b := &budgetConfig{n: n}
@@ -572,21 +496,21 @@ func (m *Memory) trim(ctx context.Context, res []loaded, reports []observe.Repor
 
 // droppedItem is the report of item i of v, which the budget dropped.
 func (v *variable) droppedItem(i int) observe.Item {
-	o := v.items[i].observed(observe.ReasonBudget)
+	o := observed(v.items[i], observe.ReasonBudget)
 	o.Tokens = v.counts[i]
 	return o
 }
 
 // injectedItem is the report of item i of v, which the budget kept.
 func (v *variable) injectedItem(i int) observe.Item {
-	o := v.items[i].observed("")
+	o := observed(v.items[i], "")
 	o.Tokens = v.counts[i]
 	return o
 }
 
 // observed names it in a report, with reason (empty for an injected item)
 // and without tokens.
-func (it Item) observed(reason string) observe.Item {
+func observed(it Item, reason string) observe.Item {
 	return observe.Item{Kind: it.Kind, ID: it.ID, Score: it.Score, Reason: reason, Time: it.Time}
 }
 
@@ -657,13 +581,14 @@ func foreign(child int, key string, val any) variable {
 // messageItems makes items of a foreign child's messages: each message
 // one item (Kind "message", ID its 1-based position), an AI message that
 // calls tools grouped with the results that follow it, system messages
-// dropped last.
+// dropped last: the drop order of layer's transcript scheme
+// (layer.PriorityMessage, layer.PrioritySystem).
 func messageItems(msgs []llms.ChatMessage) []Item {
 	items := make([]Item, len(msgs))
 	group := 0
 	open := 0 // group of the tool call results may still join
 	for i, msg := range msgs {
-		it := Item{Kind: "message", ID: fmt.Sprint(i + 1)}
+		it := Item{Kind: "message", ID: fmt.Sprint(i + 1), Priority: layer.PriorityMessage}
 		if msg == nil {
 			items[i] = it
 			continue
@@ -683,7 +608,7 @@ func messageItems(msgs []llms.ChatMessage) []Item {
 		case t == llms.ChatMessageTypeSystem:
 			// Dropped last, and no end to an open tool group: results
 			// after it still go with their call.
-			it.Priority = 1
+			it.Priority = layer.PrioritySystem
 		default:
 			open = 0
 		}
@@ -786,7 +711,7 @@ func (m *Memory) completeReports(vars []variable, drop []unit, reports []observe
 		r := &reports[v.child]
 		if !v.winner {
 			for _, it := range v.items {
-				r.Dropped = append(r.Dropped, it.observed(observe.ReasonOverridden))
+				r.Dropped = append(r.Dropped, observed(it, observe.ReasonOverridden))
 			}
 			continue
 		}

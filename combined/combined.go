@@ -24,6 +24,23 @@
 //   - Clear: clears every child, like SaveContext.
 //   - GetMemoryKey: the first child's key.
 //
+// # The layer contract
+//
+// A child is any schema.Memory. Beyond that interface a Memory asks
+// nothing of it, and uses what it offers:
+//
+//   - [MessageAdder]: it takes AddMessage.
+//   - [layer.Itemizer]: under a token budget it loads as items the budget
+//     keeps or drops whole, in the child's own drop order.
+//   - [layer.StoreUser]: it reports the stores it keeps messages in, so
+//     New can check the layers that share one.
+//
+// Package [layer] holds that contract — the types, what an implementation
+// promises, how a budget uses items and how New uses StoreUses — so that
+// memories implement it without importing this package; each memory
+// documents its own items and drop order. The names Itemizer, Items,
+// Item, StoreUse and StoreUser are kept here as aliases of layer's.
+//
 // # One store for a whole stack
 //
 // Children may share one store — one store value given to every layer
@@ -39,14 +56,15 @@
 // time with memstack.WithTime where the date must not depend on that. A save retried with the caller's save key stores
 // nothing twice either.
 //
-// New checks a stack whose memstack children (StoreUser) share a store,
-// and refuses it with an error naming the children and the store when a
-// child's retention (memories.WithRetention) would remove messages
-// another child on the store reads, or when two children would keep
-// their derived data under the same state name there (two Summary layers
-// on one store). Stores are compared as values: two stores opened
-// separately over the same data (two sqlitestore.Open of one file and
-// namespace) are not recognised as one.
+// New checks a stack whose children report their stores (layer.StoreUser:
+// every memory of package memories does) and share a store, and refuses
+// it with an error naming the children and the store when a child's
+// retention (memories.WithRetention) would remove messages another child
+// on the store reads, or when two children would keep their derived data
+// under the same state name there (two Summary layers on one store).
+// Stores are compared as values: two stores opened separately over the
+// same data (two sqlitestore.Open of one file and namespace) are not
+// recognised as one.
 //
 // # One token budget across layers
 //
@@ -68,20 +86,18 @@
 //
 // What an item is depends on the child:
 //
-//   - A child that implements Itemizer (memstack's Buffer, RecentN,
-//     TokenWindow and Summary) is loaded as a list of items — one per
-//     message, an AI message that calls tools grouped with its results, a
-//     Summary's summary line as one item — and says in which order they go:
-//     windows drop the oldest messages first and system messages last;
-//     Summary its oldest raw messages, then the summary, then system
-//     messages. This is the only way to trim a rendered string safely: a
-//     message may span several lines, so trimming a string by lines could
-//     split it.
+//   - A child that implements layer.Itemizer (every memory of package
+//     memories does) is loaded with LoadItems and says itself what its
+//     items are and in which order they go (layer.Item.Priority, Group);
+//     each memory documents its drop order on its LoadItems. This is the
+//     only way to trim a rendered string safely: a message may span
+//     several lines, so trimming a string by lines could split it. See
+//     package layer for the contract an Itemizer keeps.
 //   - Any other child (langchaingo's memories, your own) is loaded with
 //     LoadMemoryVariables. A []llms.ChatMessage value is trimmed message by
-//     message with the same rules (oldest first, system messages last, tool
-//     calls with their results); any other value is kept or dropped whole
-//     (a dropped value loads as "").
+//     message in layer's transcript order (oldest first, system messages
+//     last, an AI message that calls tools with its results); any other
+//     value is kept or dropped whole (a dropped value loads as "").
 //
 // Counting: the total is the sum over the merged variables of each one's
 // tokens — a string as is, a []llms.ChatMessage as llms.GetBufferString
@@ -92,9 +108,10 @@
 // takes back the last items dropped while they still fit. A later child's
 // variable that overrides an earlier child's is the only one counted.
 //
-// Cost: a budgeted load renders its Itemizer children message by message
-// (Buffer's incremental rendering does not apply) and counts what it
-// returns — about n tokens — once more, exactly.
+// Cost: a budgeted load renders its Itemizer children item by item (a
+// child's LoadItems may cost more than its LoadMemoryVariables, as its
+// documentation says: a Buffer's incremental rendering does not apply) and
+// counts what it returns — about n tokens — once more, exactly.
 //
 // # Observability
 //

@@ -10,7 +10,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
-	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
@@ -189,12 +189,12 @@ func appendKeyFor(saveKey string, msgs []llms.ChatMessage) string {
 
 // storeUses describes the memory's use of its store for combined.New;
 // reads is how many of the newest non-system messages it reads (0: all).
-func (b *base) storeUses(reads int, states ...string) []combined.StoreUse {
-	u := combined.StoreUse{Store: b.cfg.store, Reads: reads, Keeps: -1, States: states}
+func (b *base) storeUses(reads int, states ...string) []layer.StoreUse {
+	u := layer.StoreUse{Store: b.cfg.store, Reads: reads, Keeps: -1, States: states}
 	if r := b.cfg.retention; r != nil {
 		u.Keeps = r.keep
 	}
-	return []combined.StoreUse{u}
+	return []layer.StoreUse{u}
 }
 
 // retain applies the memory's retention (WithRetention), if it has one,
@@ -205,19 +205,19 @@ func (b *base) retain(ctx context.Context, id memstack.Identity, slack int, limi
 	}
 }
 
-// StoreUses implements combined.StoreUser: a Buffer reads every message.
-func (b *Buffer) StoreUses() []combined.StoreUse { return b.storeUses(0) }
+// StoreUses implements layer.StoreUser: a Buffer reads every message.
+func (b *Buffer) StoreUses() []layer.StoreUse { return b.storeUses(0) }
 
-// StoreUses implements combined.StoreUser: a Summary reads every message
+// StoreUses implements layer.StoreUser: a Summary reads every message
 // its summary does not cover yet, and keeps its summary in the state
 // SummaryStateName.
-func (m *Summary) StoreUses() []combined.StoreUse { return m.storeUses(0, SummaryStateName) }
+func (m *Summary) StoreUses() []layer.StoreUse { return m.storeUses(0, SummaryStateName) }
 
-// StoreUses implements combined.StoreUser: Facts reads the messages it
+// StoreUses implements layer.StoreUser: Facts reads the messages it
 // has not extracted from yet, and keeps its facts in the state
 // FactsStateName.
-func (m *Facts) StoreUses() []combined.StoreUse { return m.storeUses(0, FactsStateName) }
+func (m *Facts) StoreUses() []layer.StoreUse { return m.storeUses(0, FactsStateName) }
 
-// StoreUses implements combined.StoreUser: Recall searches every message,
+// StoreUses implements layer.StoreUser: Recall searches every message,
 // and keeps its index's bookkeeping in the state RecallStateName.
-func (m *Recall) StoreUses() []combined.StoreUse { return m.storeUses(0, RecallStateName) }
+func (m *Recall) StoreUses() []layer.StoreUse { return m.storeUses(0, RecallStateName) }

@@ -22,9 +22,9 @@
 //     hybrid retrieval with WithVector/WithHybrid).
 //
 // Under combined.WithTokenBudget every type loads as items
-// (combined.Itemizer), so a budget drops whole messages, facts or
-// turns; and every type records its loads on the observe.Recorder in
-// its context (package observe).
+// (layer.Itemizer), so a budget drops whole messages, facts or turns, in
+// the drop order each type's LoadItems documents; and every type records
+// its loads on the observe.Recorder in its context (package observe).
 //
 // # Shared behaviour
 //

@@ -18,8 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/extract"
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -214,7 +214,7 @@ type FactsStats struct {
 // observe.Recorder the facts shown (Injected, kind "fact", ID the key,
 // Time its ValidFrom) and those left out (Dropped, observe.ReasonBudget);
 // superseded facts are not items. A load never calls the extractor. Facts also implements
-// combined.Itemizer, so a combined.Memory's token budget drops the oldest
+// layer.Itemizer, so a combined.Memory's token budget drops the oldest
 // facts first.
 //
 // # Storage
@@ -320,9 +320,9 @@ type factsState struct {
 }
 
 var (
-	_ schema.Memory     = (*Facts)(nil)
-	_ fmt.Stringer      = (*Facts)(nil)
-	_ combined.Itemizer = (*Facts)(nil)
+	_ schema.Memory  = (*Facts)(nil)
+	_ fmt.Stringer   = (*Facts)(nil)
+	_ layer.Itemizer = (*Facts)(nil)
 )
 
 // errFactsClosed is what a closed Facts returns; errors.Is finds ErrClosed.
@@ -554,19 +554,19 @@ func (m *Facts) LoadMemoryVariables(ctx context.Context, _ map[string]any) (map[
 	return map[string]any{m.cfg.memoryKey: m.render(lines)}, nil
 }
 
-// LoadItems implements combined.Itemizer: the facts LoadMemoryVariables
+// LoadItems implements layer.Itemizer: the facts LoadMemoryVariables
 // would show, one item per fact (kind "fact", ID the key, Time its
 // ValidFrom), the oldest with the lowest priority so that a budget drops
 // it first. It records on the context's Recorder only the facts its own
 // caps left out.
-func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (combined.Items, error) {
+func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (layer.Items, error) {
 	shown, err := m.load(ctx, false)
 	if err != nil {
-		return combined.Items{}, err
+		return layer.Items{}, err
 	}
-	items := make([]combined.Item, len(shown))
+	items := make([]layer.Item, len(shown))
 	for i, s := range shown {
-		items[i] = combined.Item{
+		items[i] = layer.Item{
 			Text:     s.line,
 			Kind:     "fact",
 			ID:       s.fact.Key,
@@ -574,7 +574,7 @@ func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (combined.Items
 			Priority: float64(len(shown) - i), // the oldest (last) lowest
 		}
 	}
-	return combined.Items{
+	return layer.Items{
 		Key:  m.cfg.memoryKey,
 		List: items,
 		Render: func(keep []bool) (any, error) {

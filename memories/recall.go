@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/memstack/memstack/adapter"
-	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
@@ -642,13 +642,21 @@ func NewRecall(opts ...Option) (*Recall, error) {
 	m.idx = s.index
 	switch {
 	case s.hybridVector != nil:
-		h, err := retrieval.NewHybrid(m.lexical(), s.hybridVector)
+		lex, err := m.lexical()
+		if err != nil {
+			return nil, err
+		}
+		h, err := retrieval.NewHybrid(lex, s.hybridVector)
 		if err != nil {
 			return nil, fmt.Errorf("%w: WithHybrid: %w", ErrInvalidOption, err)
 		}
 		m.idx = h
 	case m.idx == nil:
-		m.idx = m.lexical()
+		lex, err := m.lexical()
+		if err != nil {
+			return nil, err
+		}
+		m.idx = lex
 	}
 	m.durable, _ = m.idx.(retrieval.Durable)
 	_, m.inProcess = m.idx.(*retrieval.BM25)
@@ -678,8 +686,12 @@ func NewRecall(opts ...Option) (*Recall, error) {
 // lexical returns the BM25 index a Recall builds (the default index, and
 // the lexical part of WithHybrid): units scored with their neighbours'
 // words at the context weight (next to them) and half of it (two away).
-func (m *Recall) lexical() *retrieval.BM25 {
-	return retrieval.NewBM25(retrieval.WithNeighbourWeights(m.ctxWeight, m.ctxWeight/2))
+func (m *Recall) lexical() (*retrieval.BM25, error) {
+	x, err := retrieval.NewBM25(retrieval.WithNeighbourWeights(m.ctxWeight, m.ctxWeight/2))
+	if err != nil {
+		return nil, fmt.Errorf("%w: WithContextWeight(%v): %w", ErrInvalidOption, m.ctxWeight, err)
+	}
+	return x, nil
 }
 
 func recallIndexName(idx retrieval.Index) string {
@@ -750,7 +762,7 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 	return vars, nil
 }
 
-// LoadItems implements combined.Itemizer: the units a Recall offers a
+// LoadItems implements layer.Itemizer: the units a Recall offers a
 // token budget (see Recall, "Under a token budget": more than
 // LoadMemoryVariables shows, so the budget's room is filled), one item per
 // unit (kind "turn" or "exchange", ID its first Seq), in conversation order,
@@ -758,18 +770,18 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 // hit's, so that a budget drops the least relevant first. It records on
 // the context's Recorder only the units its own threshold, rank and
 // recent-window rules left out.
-func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined.Items, error) {
+func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (layer.Items, error) {
 	sel, err := m.selectExchanges(ctx, inputs, true)
 	if err != nil {
-		return combined.Items{}, err
+		return layer.Items{}, err
 	}
-	items := make([]combined.Item, len(sel.order))
+	items := make([]layer.Item, len(sel.order))
 	for n, i := range sel.order {
 		text, err := adapter.Render(sel.exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix)
 		if err != nil {
-			return combined.Items{}, err
+			return layer.Items{}, err
 		}
-		items[n] = combined.Item{
+		items[n] = layer.Item{
 			Text:     text,
 			Kind:     m.unit.String(),
 			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
@@ -781,7 +793,7 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (combined
 	if rec := observe.FromContext(ctx); rec.Enabled() {
 		rec.Dropped(sel.dropped...)
 	}
-	return combined.Items{
+	return layer.Items{
 		Key:  m.cfg.memoryKey,
 		List: items,
 		Render: func(keep []bool) (any, error) {

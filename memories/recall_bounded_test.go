@@ -366,8 +366,10 @@ func TestRecall_PanicsAreIndexFailures(t *testing.T) {
 			vs.panics = on
 			return memories.WithVector(newRCEmbedder(), vs, retrieval.WithEmbedderName("hash"))
 		}, false, "vector store bug"},
-		{"index", func(_ *testing.T, on *atomic.Bool) memories.Option {
-			return memories.WithIndex(rbPanickyIndex{retrieval.NewBM25(), on})
+		{"index", func(t *testing.T, on *atomic.Bool) memories.Option {
+			x, err := retrieval.NewBM25()
+			require.NoError(t, err)
+			return memories.WithIndex(rbPanickyIndex{x, on})
 		}, false, "index bug"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -241,6 +241,8 @@ func TestNewRecall_Defaults(t *testing.T) {
 
 func TestNewRecall_RejectsBadOptions(t *testing.T) {
 	e := newRCEmbedder()
+	bm25, err := retrieval.NewBM25()
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
 		opts []memories.Option
@@ -260,7 +262,7 @@ func TestNewRecall_RejectsBadOptions(t *testing.T) {
 		{"nil embedder", []memories.Option{memories.WithVector(nil, nil)}, []string{"WithVector", "embedder is nil"}},
 		{"nil embedder in hybrid", []memories.Option{memories.WithHybrid(nil, nil)}, []string{"WithHybrid", "embedder is nil"}},
 		{"bad vector option", []memories.Option{memories.WithVector(e, nil, retrieval.WithDimension(0))}, []string{"WithVector", "WithDimension(0)"}},
-		{"index chosen twice", []memories.Option{memories.WithIndex(retrieval.NewBM25()), memories.WithVector(e, nil)}, []string{"chosen 2 times", "WithIndex, WithVector"}},
+		{"index chosen twice", []memories.Option{memories.WithIndex(bm25), memories.WithVector(e, nil)}, []string{"chosen 2 times", "WithIndex, WithVector"}},
 		{"negative timeout", []memories.Option{memories.WithRecallTimeout(-time.Second)}, []string{"WithRecallTimeout(-1s)"}},
 		{"nil hook", []memories.Option{memories.WithRecallHook(nil)}, []string{"WithRecallHook(nil)"}},
 		{"empty memory key", []memories.Option{memories.WithMemoryKey("")}, []string{"WithMemoryKey"}},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
@@ -118,9 +118,9 @@ func (m *RecentN) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	return m.variables(w.messages())
 }
 
-// StoreUses implements combined.StoreUser: a RecentN reads the newest n
+// StoreUses implements layer.StoreUser: a RecentN reads the newest n
 // messages.
-func (m *RecentN) StoreUses() []combined.StoreUse { return m.storeUses(m.n) }
+func (m *RecentN) StoreUses() []layer.StoreUse { return m.storeUses(m.n) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *RecentN) Clear(ctx context.Context) error {

@@ -7,7 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/memstack/memstack/adapter"
-	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -239,9 +239,9 @@ func (m *TokenWindow) LoadMemoryVariables(ctx context.Context, _ map[string]any)
 	return m.variables(w.messages())
 }
 
-// StoreUses implements combined.StoreUser: how many messages a TokenWindow
+// StoreUses implements layer.StoreUser: how many messages a TokenWindow
 // reads depends on their lengths, so it counts as reading them all.
-func (m *TokenWindow) StoreUses() []combined.StoreUse { return m.storeUses(0) }
+func (m *TokenWindow) StoreUses() []layer.StoreUse { return m.storeUses(0) }
 
 // Clear removes the messages of the identity in ctx, and only that one.
 func (m *TokenWindow) Clear(ctx context.Context) error {

@@ -86,18 +86,20 @@ var (
 	_ Releaser = (*BM25)(nil)
 )
 
-// BM25Option configures NewBM25.
-type BM25Option func(*BM25)
+// BM25Option configures NewBM25. An option with a bad value makes NewBM25
+// return an error naming the option.
+type BM25Option func(*BM25) error
 
 // WithTokenizer makes a BM25 index split docs and queries into terms with
 // f instead of Tokenize: for another language's stop words and stemmer,
 // or a domain's own terms. f must be deterministic and safe for concurrent
 // use. A nil f keeps Tokenize.
 func WithTokenizer(f func(text string) []string) BM25Option {
-	return func(x *BM25) {
+	return func(x *BM25) error {
 		if f != nil {
 			x.tokenizer = f
 		}
+		return nil
 	}
 }
 
@@ -108,28 +110,37 @@ func WithTokenizer(f func(text string) []string) BM25Option {
 // the two give the same scores) — with each doc indexed only once, so an
 // Add costs what it costs without. memories.Recall's index uses it: in a
 // conversation the turn that holds an answer often shares no word with
-// the question, while the turns around it do. Weights must lie in [0, 1];
-// NewBM25 panics on others, a programming error. (0, 0) is no
-// neighbours, the default.
+// the question, while the turns around it do. Weights must lie in [0, 1]:
+// for another (or NaN), NewBM25 returns an error wrapping
+// ErrInvalidArgument that names the option. (0, 0) is no neighbours, the
+// default.
 func WithNeighbourWeights(w1, w2 float64) BM25Option {
-	for _, w := range []float64{w1, w2} {
-		if math.IsNaN(w) || w < 0 || w > 1 {
-			panic(fmt.Sprintf("retrieval: WithNeighbourWeights(%v, %v): weights must lie in [0, 1]", w1, w2))
+	return func(x *BM25) error {
+		for _, w := range []float64{w1, w2} {
+			if math.IsNaN(w) || w < 0 || w > 1 {
+				return fmt.Errorf("%w: WithNeighbourWeights(%v, %v): weights must lie in [0, 1]", ErrInvalidArgument, w1, w2)
+			}
 		}
+		x.near = [2]float64{w1, w2}
+		return nil
 	}
-	return func(x *BM25) { x.near = [2]float64{w1, w2} }
 }
 
-// NewBM25 returns an empty BM25 index.
-func NewBM25(opts ...BM25Option) *BM25 {
+// NewBM25 returns an empty BM25 index. A nil option, or an option with a
+// bad value, is an error wrapping ErrInvalidArgument that names it; NewBM25
+// never panics.
+func NewBM25(opts ...BM25Option) (*BM25, error) {
 	terms, _ := lru.New[string, []string](termCacheSize)
 	x := &BM25{scopes: make(map[string]*bm25Scope), terms: terms, tokenizer: Tokenize}
-	for _, o := range opts {
-		if o != nil {
-			o(x)
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: NewBM25: option %d of %d is nil", ErrInvalidArgument, i+1, len(opts))
+		}
+		if err := o(x); err != nil {
+			return nil, err
 		}
 	}
-	return x
+	return x, nil
 }
 
 // tokenize is the index's tokenizer, cached. The returned slice is

@@ -55,6 +55,57 @@ func TestStopWordAndStem(t *testing.T) {
 	}
 }
 
+// newBM25 is NewBM25 with options a test knows to be good.
+func newBM25(t testing.TB, opts ...retrieval.BM25Option) *retrieval.BM25 {
+	t.Helper()
+	x, err := retrieval.NewBM25(opts...)
+	require.NoError(t, err)
+	return x
+}
+
+// NewBM25 never panics: every bad option value is an error wrapping
+// ErrInvalidArgument that names the option, and no index is returned. The
+// bounds themselves are good values.
+func TestNewBM25_BadOptionsAreErrors(t *testing.T) {
+	type badOption struct {
+		name string
+		opts []retrieval.BM25Option
+		want string // what the error must name
+	}
+	var cases []badOption
+	for _, w := range []float64{-0.1, -1, 1.0001, 2, math.NaN(), math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64} {
+		for _, pair := range [][2]float64{{w, 0}, {0.5, w}, {w, w}} {
+			cases = append(cases, badOption{
+				name: fmt.Sprintf("WithNeighbourWeights(%v, %v)", pair[0], pair[1]),
+				opts: []retrieval.BM25Option{retrieval.WithNeighbourWeights(pair[0], pair[1])},
+				want: "WithNeighbourWeights(",
+			})
+		}
+	}
+	cases = append(cases,
+		badOption{"a nil option", []retrieval.BM25Option{nil}, "option 1 of 1 is nil"},
+		badOption{"a nil option after good ones", []retrieval.BM25Option{retrieval.WithTokenizer(nil), retrieval.WithNeighbourWeights(0.4, 0.2), nil}, "option 3 of 3 is nil"},
+		badOption{"a bad weight after a good option", []retrieval.BM25Option{retrieval.WithTokenizer(strings.Fields), retrieval.WithNeighbourWeights(0.4, 1.5)}, "WithNeighbourWeights(0.4, 1.5)"},
+	)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				x   *retrieval.BM25
+				err error
+			)
+			require.NotPanics(t, func() { x, err = retrieval.NewBM25(tc.opts...) })
+			require.ErrorIs(t, err, retrieval.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Nil(t, x)
+		})
+	}
+	for _, pair := range [][2]float64{{0, 0}, {1, 1}, {0, 1}, {1, 0}, {0.4, 0.2}} {
+		x, err := retrieval.NewBM25(retrieval.WithNeighbourWeights(pair[0], pair[1]))
+		require.NoError(t, err, "WithNeighbourWeights(%v, %v)", pair[0], pair[1])
+		require.NotNil(t, x)
+	}
+}
+
 // bm25Corpus is the tiny corpus whose scores are computed by hand below.
 //
 //	doc 1: apple banana         (2 terms)
@@ -73,7 +124,7 @@ func bm25Corpus(t *testing.T, x *retrieval.BM25, scope string) {
 
 func TestBM25_HandComputedScores(t *testing.T) {
 	ctx := context.Background()
-	x := retrieval.NewBM25()
+	x := newBM25(t)
 	bm25Corpus(t, x, "s")
 
 	// Length normalisation 1 - b + b·dl/avgdl:
@@ -122,7 +173,7 @@ func TestBM25_HandComputedScores(t *testing.T) {
 
 func TestBM25_ReplaceSkipsAndTies(t *testing.T) {
 	ctx := context.Background()
-	x := retrieval.NewBM25()
+	x := newBM25(t)
 	bm25Corpus(t, x, "s")
 
 	// Re-adding seq 2 replaces it: "apple" now only in doc 1, so N stays 3
@@ -142,7 +193,7 @@ func TestBM25_ReplaceSkipsAndTies(t *testing.T) {
 	}
 
 	// Equal scores: the newer doc (higher Seq) first.
-	y := retrieval.NewBM25()
+	y := newBM25(t)
 	require.NoError(t, y.Add(ctx, "s", []retrieval.Doc{{Seq: 5, Text: "budget"}, {Seq: 9, Text: "budget"}, {Seq: 7, Text: "budget"}}))
 	got, err = y.Search(ctx, "s", "budget", 3)
 	require.NoError(t, err)
@@ -151,7 +202,7 @@ func TestBM25_ReplaceSkipsAndTies(t *testing.T) {
 }
 
 func TestBM25_BadCalls(t *testing.T) {
-	x := retrieval.NewBM25()
+	x := newBM25(t)
 	bm25Corpus(t, x, "s")
 	for _, k := range []int{0, -1} {
 		_, err := x.Search(context.Background(), "s", "apple", k)
@@ -172,7 +223,7 @@ func TestBM25_BadCalls(t *testing.T) {
 
 func TestBM25_ScopesAreIsolated(t *testing.T) {
 	ctx := context.Background()
-	x := retrieval.NewBM25()
+	x := newBM25(t)
 	// Adversarial scope names: prefixes, separators, empty, look-alikes.
 	scopes := []string{"", "a", "a:", "a:b", "a%3Ab", "A", "a ", "*", "a\x00b"}
 	for i, s := range scopes {
@@ -199,7 +250,7 @@ func TestBM25_ScopesAreIsolated(t *testing.T) {
 
 func TestBM25_Concurrent(t *testing.T) {
 	ctx := context.Background()
-	x := retrieval.NewBM25()
+	x := newBM25(t)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -227,7 +278,7 @@ func TestBM25_Concurrent(t *testing.T) {
 
 func TestBM25Context(t *testing.T) {
 	ctx := context.Background()
-	idx := retrieval.NewBM25()
+	idx := newBM25(t)
 	require.NoError(t, idx.Add(ctx, "s", []retrieval.Doc{
 		{Seq: 1, Through: 1, Text: "we booked the cabin", Context: []retrieval.Context{{Text: "trip to the lake", Weight: 0.4}}},
 		{Seq: 2, Through: 2, Text: "the lake trip was lovely"},
@@ -272,7 +323,7 @@ func TestBM25NeighbourWeightsEqualExplicitContext(t *testing.T) {
 	}
 	const w1, w2 = 0.5, 0.25
 	explicit := func(n int) *retrieval.BM25 {
-		x := retrieval.NewBM25()
+		x := newBM25(t)
 		var docs []retrieval.Doc
 		for i := 0; i < n; i++ {
 			d := retrieval.Doc{Seq: int64(10 * (i + 1)), Text: texts[i]}
@@ -288,7 +339,7 @@ func TestBM25NeighbourWeightsEqualExplicitContext(t *testing.T) {
 		require.NoError(t, x.Add(ctx, "s", docs))
 		return x
 	}
-	near := retrieval.NewBM25(retrieval.WithNeighbourWeights(w1, w2))
+	near := newBM25(t, retrieval.WithNeighbourWeights(w1, w2))
 	// Out of order: the even docs first, then the odd ones, one by one,
 	// with a replacement of doc 3 and searches in between.
 	var order []int
@@ -319,7 +370,7 @@ func TestBM25NeighbourWeightsEqualExplicitContext(t *testing.T) {
 		}
 	}
 	// And in order, appended one by one (the incremental length sum).
-	inOrder := retrieval.NewBM25(retrieval.WithNeighbourWeights(w1, w2))
+	inOrder := newBM25(t, retrieval.WithNeighbourWeights(w1, w2))
 	for i := range texts {
 		require.NoError(t, inOrder.Add(ctx, "s", []retrieval.Doc{{Seq: int64(10 * (i + 1)), Text: texts[i]}}))
 	}
@@ -332,18 +383,17 @@ func TestBM25NeighbourWeightsEqualExplicitContext(t *testing.T) {
 		assert.Equal(t, b[i].Seq, a[i].Seq)
 		assert.InDelta(t, b[i].Score, a[i].Score, 1e-9)
 	}
-	assert.Panics(t, func() { retrieval.WithNeighbourWeights(1.5, 0) })
 }
 
 func TestBM25WithTokenizer(t *testing.T) {
 	ctx := context.Background()
-	upper := retrieval.NewBM25(retrieval.WithTokenizer(func(s string) []string { return strings.Fields(strings.ToUpper(s)) }))
+	upper := newBM25(t, retrieval.WithTokenizer(func(s string) []string { return strings.Fields(strings.ToUpper(s)) }))
 	require.NoError(t, upper.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Text: "the cat"}, {Seq: 2, Text: "a dog"}}))
 	hits, err := upper.Search(ctx, "s", "THE", 5)
 	require.NoError(t, err)
 	require.Len(t, hits, 1, "the tokenizer keeps stop words: it is the one used, for docs and queries")
 	assert.Equal(t, int64(1), hits[0].Seq)
-	plain := retrieval.NewBM25(retrieval.WithTokenizer(nil))
+	plain := newBM25(t, retrieval.WithTokenizer(nil))
 	require.NoError(t, plain.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Text: "the cat"}}))
 	hits, err = plain.Search(ctx, "s", "the", 5)
 	require.NoError(t, err)

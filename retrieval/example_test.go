@@ -17,7 +17,7 @@ func ExampleTokenize() {
 
 func ExampleNewBM25() {
 	ctx := context.Background()
-	idx := retrieval.NewBM25()
+	idx, _ := retrieval.NewBM25()
 	_ = idx.Add(ctx, "alice", []retrieval.Doc{
 		{Seq: 1, Through: 2, Text: "Which database?\nWe settled on PostgreSQL."},
 		{Seq: 3, Through: 4, Text: "What is the budget?\nThe budget is 40k."},
@@ -78,7 +78,8 @@ func ExampleNewHybrid() {
 	ctx := context.Background()
 	store, _ := retrieval.NewChromem(nil, "recall", nil)
 	vec, _ := retrieval.NewVector(toyEmbedder(), store, retrieval.WithEmbedderName("toy"))
-	idx, _ := retrieval.NewHybrid(retrieval.NewBM25(), vec)
+	lex, _ := retrieval.NewBM25()
+	idx, _ := retrieval.NewHybrid(lex, vec)
 	_ = idx.Add(ctx, "alice", []retrieval.Doc{
 		{Seq: 1, Through: 2, Text: "Which database? PostgreSQL."},
 		{Seq: 3, Through: 4, Text: "Budget? 40k."},

@@ -118,7 +118,7 @@ func TestHybrid_DurabilityAndRelease(t *testing.T) {
 	require.NoError(t, err)
 	lex := &fixedIndex{rng: retrieval.LexicalRange}
 
-	plain, err := retrieval.NewHybrid(retrieval.NewBM25(), lex)
+	plain, err := retrieval.NewHybrid(newBM25(t), lex)
 	require.NoError(t, err)
 	_, ok := plain.(retrieval.Durable)
 	assert.False(t, ok, "no durable part: not Durable")

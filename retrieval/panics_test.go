@@ -85,7 +85,7 @@ func TestHybrid_PartThatPanicsIsAFailure(t *testing.T) {
 	ctx := context.Background()
 	v, err := retrieval.NewVector(panickyEmbedder{}, &sliceStore{}, retrieval.WithEmbedderName("e"))
 	require.NoError(t, err)
-	h, err := retrieval.NewHybrid(retrieval.NewBM25(), v)
+	h, err := retrieval.NewHybrid(newBM25(t), v)
 	require.NoError(t, err)
 	err = h.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Through: 1, Text: "We settled on PostgreSQL."}})
 	require.ErrorIs(t, err, retrieval.ErrDegraded, "the lexical part took the doc")
@@ -97,7 +97,7 @@ func TestHybrid_PartThatPanicsIsAFailure(t *testing.T) {
 	assert.Equal(t, int64(1), hits[0].Seq)
 
 	// A part whose own code panics (not a wrapped embedder) too.
-	h, err = retrieval.NewHybrid(retrieval.NewBM25(), panickyIndex{})
+	h, err = retrieval.NewHybrid(newBM25(t), panickyIndex{})
 	require.NoError(t, err)
 	require.ErrorIs(t, h.Add(ctx, "s", []retrieval.Doc{{Seq: 1, Through: 1, Text: "PostgreSQL"}}), retrieval.ErrDegraded)
 	hits, err = h.Search(ctx, "s", "PostgreSQL", 3)
@@ -121,7 +121,7 @@ func (panickyIndex) Range() retrieval.Range               { return retrieval.Cos
 func TestHybrid_SearchDoesNotWaitForAPartThatIgnoresItsContext(t *testing.T) {
 	deaf := &deafIndex{fixedIndex: fixedIndex{rng: retrieval.CosineRange}, gate: make(chan struct{})}
 	defer close(deaf.gate)
-	h, err := retrieval.NewHybrid(retrieval.NewBM25(), deaf)
+	h, err := retrieval.NewHybrid(newBM25(t), deaf)
 	require.NoError(t, err)
 	require.NoError(t, h.Add(context.Background(), "s", []retrieval.Doc{{Seq: 1, Through: 1, Text: "We settled on PostgreSQL."}}))
 

@@ -16,27 +16,37 @@ func ablations(budget int) []system {
 	// The default index with the former stemmer: the same neighbour
 	// weights (memories.DefaultRecallContextWeight and half of it).
 	w := memories.DefaultRecallContextWeight
-	light := func() memories.Option {
-		return memories.WithIndex(retrieval.NewBM25(retrieval.WithTokenizer(lightTokenize), retrieval.WithNeighbourWeights(w, w/2)))
+	lightIndex := func(opts ...retrieval.BM25Option) (memories.Option, error) {
+		idx, err := retrieval.NewBM25(append([]retrieval.BM25Option{retrieval.WithTokenizer(lightTokenize)}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return memories.WithIndex(idx), nil
 	}
-	lightAlone := func() memories.Option {
-		return memories.WithIndex(retrieval.NewBM25(retrieval.WithTokenizer(lightTokenize)))
-	}
-	row := func(name string, opts ...func() memories.Option) system {
+	light := func() (memories.Option, error) { return lightIndex(retrieval.WithNeighbourWeights(w, w/2)) }
+	lightAlone := func() (memories.Option, error) { return lightIndex() }
+	row := func(name string, opts ...func() (memories.Option, error)) system {
 		return system{name, groupAblation, func() (schema.Memory, error) {
 			o := make([]memories.Option, len(opts))
 			for i, f := range opts {
-				o[i] = f()
+				var err error
+				if o[i], err = f(); err != nil {
+					return nil, err
+				}
 			}
 			return stack(budget, o...)()
 		}}
 	}
-	exchanges := func() memories.Option { return memories.WithRecallUnit(memories.RecallExchanges) }
-	noContext := func() memories.Option { return memories.WithContextWeight(0) }
-	noShare := func() memories.Option { return memories.WithNeighbourShare(0) }
-	k3 := func() memories.Option { return memories.WithK(3) }
-	noQueryDates := func() memories.Option { return memories.WithQueryDates(false) }
-	noDates := func() memories.Option { return memories.WithRecallDates(false) }
+	// one is an option that cannot fail.
+	one := func(o memories.Option) func() (memories.Option, error) {
+		return func() (memories.Option, error) { return o, nil }
+	}
+	exchanges := one(memories.WithRecallUnit(memories.RecallExchanges))
+	noContext := one(memories.WithContextWeight(0))
+	noShare := one(memories.WithNeighbourShare(0))
+	k3 := one(memories.WithK(3))
+	noQueryDates := one(memories.WithQueryDates(false))
+	noDates := one(memories.WithRecallDates(false))
 	return []system{
 		row("− turns: exchange units (WithRecallUnit(RecallExchanges))", exchanges),
 		row("− neighbours' words in each unit's score (WithContextWeight(0))", noContext),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/memstack/memstack/recallbench/locomo"
+	"github.com/memstack/memstack/internal/recallbench/locomo"
 	"github.com/memstack/memstack/tokens"
 )
 

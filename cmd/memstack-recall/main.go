@@ -1,6 +1,7 @@
 // Command memstack-recall is memstack's recall benchmark on real data:
-// LoCoMo's long multi-session conversations (package recallbench/locomo).
-// It replays each conversation through several memories side by side —
+// LoCoMo's long multi-session conversations (read by the core module's
+// internal/recallbench/locomo). It replays each conversation through
+// several memories side by side —
 // langchaingo's ConversationBuffer and ConversationTokenBuffer, memstack's
 // TokenWindow and memstack's stacks of RecentN and Recall under one token
 // budget — asks every question that has evidence, and reports, per

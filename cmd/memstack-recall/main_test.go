@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/memstack/memstack/internal/recallbench"
+	"github.com/memstack/memstack/internal/recallbench/locomo"
 	"github.com/memstack/memstack/internal/testsvc"
-	"github.com/memstack/memstack/recallbench"
-	"github.com/memstack/memstack/recallbench/locomo"
 	"github.com/memstack/memstack/tokens"
 )
 

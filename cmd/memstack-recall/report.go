@@ -8,7 +8,7 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 
-	"github.com/memstack/memstack/recallbench/locomo"
+	"github.com/memstack/memstack/internal/recallbench/locomo"
 	"github.com/memstack/memstack/tokens"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/tmc/langchaingo/schema"
 
+	"github.com/memstack/memstack/internal/recallbench"
 	"github.com/memstack/memstack/memories"
-	"github.com/memstack/memstack/recallbench"
 )
 
 // Generate a small conversation, replay it through two memories and

@@ -3,7 +3,7 @@
 // it through any schema.Memory and scores what the memory loads — how much
 // of what matters it puts in front of the model, and at what cost in
 // tokens. Tests use it; the recall benchmark on real data (LoCoMo) is
-// package recallbench/locomo and cmd/memstack-recall. A generated
+// package internal/recallbench/locomo and cmd/memstack-recall. A generated
 // conversation flatters a lexical index (its questions are written to
 // share words with their facts), so its figures are no benchmark.
 //

@@ -198,8 +198,8 @@ func TestParseTime(t *testing.T) {
 }
 
 // devSet is the development set, relative to the repository root (this
-// package is two levels below it).
-const devSet = "../../../shared/locomo/locomo10-dev.json"
+// package is three levels below it).
+const devSet = "../../../../shared/locomo/locomo10-dev.json"
 
 // Every session date in the development set parses, and formats back to
 // the text it was read from: the parser knows every form the data uses.
