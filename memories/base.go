@@ -13,6 +13,7 @@ import (
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/tmc/langchaingo/llms"
 )
 
@@ -96,7 +97,7 @@ func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Iden
 	return id, msg, err
 }
 
-// append stores msgs for id as one unit, dated store.AppendTime(ctx) — the
+// append stores msgs for id as one unit, dated storekit.AppendTime(ctx) — the
 // caller's memstack.WithTime, else now — and notes that time on the
 // call's Recorder (observe.Report.At). The time is fixed here and handed
 // to the store in ctx, so the report and the stored messages agree.
@@ -107,7 +108,7 @@ func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Iden
 // store the messages once; saves with the same key but other messages (a
 // layer reading other input keys) are kept apart.
 func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
-	at := store.AppendTime(ctx)
+	at := storekit.AppendTime(ctx)
 	sctx := memstack.WithTime(ctx, at)
 	if key, ok := memstack.SaveKeyFrom(ctx); ok {
 		sctx = store.WithAppendKey(sctx, appendKeyFor(key, msgs))
@@ -176,7 +177,7 @@ func appendKeyFor(saveKey string, msgs []llms.ChatMessage) string {
 	h.Write(n[:])
 	h.Write([]byte(saveKey))
 	for _, m := range msgs {
-		b, err := store.EncodeMessage(m)
+		b, err := storekit.EncodeMessage(m)
 		if err != nil {
 			b = fmt.Appendf(nil, "%T %+v", m, m)
 		}

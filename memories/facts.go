@@ -741,7 +741,7 @@ func (m *Facts) String() string {
 // identity uses it, with an error wrapping ErrInvalidIdentity. (Before
 // memstack kept it apart, per-user facts lived under the conversation "",
 // and a Clear of that conversation wiped every conversation's coverage.)
-// It is store.UserFactsConversation, which store.DerivedOf names, so a
+// It is store.UserFactsConversation, which storekit.DerivedOf names, so a
 // user-wide ForgetScope forgets it whatever was in flight.
 const UserFactsConversation = store.UserFactsConversation
 

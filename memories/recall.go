@@ -19,6 +19,7 @@ import (
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/embeddings"
 	"github.com/tmc/langchaingo/llms"
@@ -1609,7 +1610,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 		msgs := []llms.ChatMessage{}
 		for _, i := range order {
 			for _, msg := range exs[i].msgs {
-				msgs = append(msgs, store.CloneMessage(msg))
+				msgs = append(msgs, storekit.CloneMessage(msg))
 			}
 		}
 		return map[string]any{m.cfg.memoryKey: msgs}, nil

@@ -106,7 +106,7 @@ type Report struct {
 	// At is, for a save (OpSave, OpAdd) that stored messages, the time
 	// they were dated with: the time the caller gave with
 	// memstack.WithTime, else the clock when they were saved (see
-	// store.AppendTime), even for a store that keeps no times
+	// storekit.AppendTime), even for a store that keeps no times
 	// (store.FromHistory). It is zero for other operations and for a save
 	// that stored nothing. A replayed history reports the times of its
 	// turns here, while Start stays the time the call ran.

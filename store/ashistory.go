@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/internal/kit"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
 )
@@ -56,7 +57,7 @@ import (
 // Each method passes its ctx on to s, so the time rules of the store
 // package hold: a message added with a ctx from memstack.WithTime is
 // stored dated with that time, any other with the time it was added
-// (AppendTime), and SetMessages dates all its messages with one time, the
+// (storekit.AppendTime), and SetMessages dates all its messages with one time, the
 // time of its Append (a langchaingo message has no time of its own, so the
 // times the messages had before are not kept). Messages returns no times;
 // read them with s.All.
@@ -148,7 +149,7 @@ func (h *storeHistory) Messages(ctx context.Context) ([]llms.ChatMessage, error)
 	h.mu.Unlock()
 	out := make([]llms.ChatMessage, len(recs))
 	for i, r := range recs {
-		out[i] = CloneMessage(r.Message)
+		out[i] = kit.CloneMessage(r.Message)
 	}
 	return out, nil
 }
@@ -159,7 +160,7 @@ func (h *storeHistory) SetMessages(ctx context.Context, messages []llms.ChatMess
 		return err
 	}
 	for i, m := range messages {
-		if isNil(m) {
+		if kit.IsNil(m) {
 			return fmt.Errorf("%w: SetMessages: message %d of %d is nil", ErrInvalidArgument, i+1, len(messages))
 		}
 	}
@@ -232,7 +233,7 @@ func overlap(recs []Record, msgs []llms.ChatMessage) (int, error) {
 	}
 	stored := make([][]byte, len(recs))
 	for i, r := range recs {
-		b, err := EncodeMessage(r.Message)
+		b, err := kit.EncodeMessage(r.Message)
 		if err != nil {
 			return 0, fmt.Errorf("stored message Seq %d: %w", r.Seq, err)
 		}
@@ -240,7 +241,7 @@ func overlap(recs []Record, msgs []llms.ChatMessage) (int, error) {
 	}
 	given := make([][]byte, 0, min(len(msgs), len(recs)))
 	for i, m := range msgs[:min(len(msgs), len(recs))] {
-		b, err := EncodeMessage(m)
+		b, err := kit.EncodeMessage(m)
 		if err != nil {
 			return 0, fmt.Errorf("message %d of %d: %w", i+1, len(msgs), err)
 		}

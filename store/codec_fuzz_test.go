@@ -15,6 +15,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // The codec fuzzers. The seeds below and the files under
@@ -95,7 +96,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		msg, err := store.DecodeMessage(data)
+		msg, err := storekit.DecodeMessage(data)
 		if err != nil {
 			if msg != nil {
 				t.Fatalf("DecodeMessage returned a message (%T) and an error: %v", msg, err)
@@ -112,18 +113,18 @@ func FuzzDecodeMessage(f *testing.F) {
 		default:
 			t.Fatalf("DecodeMessage returned a %T, not one of langchaingo's message value types", msg)
 		}
-		enc, err := store.EncodeMessage(msg)
+		enc, err := storekit.EncodeMessage(msg)
 		if err != nil {
 			t.Fatalf("a decoded message does not encode again: %v", err)
 		}
-		again, err := store.DecodeMessage(enc)
+		again, err := storekit.DecodeMessage(enc)
 		if err != nil {
 			t.Fatalf("DecodeMessage(EncodeMessage(decoded)) failed: %v\nencoded: %q", err, enc)
 		}
 		if !reflect.DeepEqual(msg, again) {
 			t.Fatalf("decode/encode/decode changed the message:\nfirst:  %#v\nsecond: %#v", msg, again)
 		}
-		enc2, err := store.EncodeMessage(again)
+		enc2, err := storekit.EncodeMessage(again)
 		if err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("encoding is not deterministic: %q vs %q (%v)", enc, enc2, err)
 		}
@@ -174,7 +175,7 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, a, b, c, d string, flags uint8) {
 		msg := buildMessage(kind, a, b, c, d, flags)
 		valid := allValidUTF8(msg)
-		data, err := store.EncodeMessage(msg)
+		data, err := storekit.EncodeMessage(msg)
 		if !valid {
 			if err == nil {
 				t.Fatalf("EncodeMessage accepted a %s message with invalid UTF-8: %q", msg.GetType(), data)
@@ -198,19 +199,19 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 		if !utf8.Valid(data) {
 			t.Fatalf("encoded value is not valid UTF-8: %q", data)
 		}
-		got, err := store.DecodeMessage(data)
+		got, err := storekit.DecodeMessage(data)
 		if err != nil {
 			t.Fatalf("DecodeMessage(EncodeMessage(%#v)): %v\nencoded: %q", msg, err, data)
 		}
 		if !reflect.DeepEqual(msg, got) {
 			t.Fatalf("round trip changed the message:\nsent: %#v\ngot:  %#v", msg, got)
 		}
-		pdata, err := store.EncodeMessage(pointerTo(msg))
+		pdata, err := storekit.EncodeMessage(pointerTo(msg))
 		if err != nil || !bytes.Equal(pdata, data) {
 			t.Fatalf("the pointer form encodes differently: %q vs %q (%v)", pdata, data, err)
 		}
 		id := memstack.Identity{Tenant: a, User: "u"}
-		rec, err := store.DecodeRecord(id, 7, data)
+		rec, err := storekit.DecodeRecord(id, 7, data)
 		if err != nil || rec.Seq != 7 || !reflect.DeepEqual(rec.Message, msg) {
 			t.Fatalf("DecodeRecord: %+v, %v", rec, err)
 		}
@@ -313,8 +314,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add("t%", "\x00", int64(1<<62), []byte(`{}`))
 	f.Fuzz(func(t *testing.T, tenant, user string, seq int64, data []byte) {
 		id := memstack.Identity{Tenant: tenant, User: user}
-		rec, err := store.DecodeRecord(id, seq, data)
-		want, werr := store.DecodeMessage(data)
+		rec, err := storekit.DecodeRecord(id, seq, data)
+		want, werr := storekit.DecodeMessage(data)
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("DecodeRecord error %v, DecodeMessage error %v", err, werr)
 		}
@@ -338,11 +339,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// A time DecodeRecord accepts is one EncodeMessageAt writes again,
 		// always the same way, and reads back the same.
-		enc, err := store.EncodeMessageAt(rec.Message, rec.Time)
+		enc, err := storekit.EncodeMessageAt(rec.Message, rec.Time)
 		if err != nil {
 			t.Fatalf("the decoded time %v does not encode again: %v", rec.Time, err)
 		}
-		again, err := store.DecodeRecord(id, seq, enc)
+		again, err := storekit.DecodeRecord(id, seq, enc)
 		if err != nil {
 			t.Fatalf("DecodeRecord(EncodeMessageAt(decoded)): %v\nencoded: %q", err, enc)
 		}
@@ -350,7 +351,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if !reflect.DeepEqual(rec, again) {
 			t.Fatalf("decode/encode/decode changed the record:\nfirst:  %#v\nsecond: %#v", rec, again)
 		}
-		enc2, err := store.EncodeMessageAt(again.Message, again.Time)
+		enc2, err := storekit.EncodeMessageAt(again.Message, again.Time)
 		if err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("encoding with a time is not deterministic: %q vs %q (%v)", enc, enc2, err)
 		}
@@ -389,8 +390,8 @@ func FuzzTimeRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sec, nsec int64, off int32) {
 		at := time.Unix(sec, nsec).In(time.FixedZone("", int(off)))
 		msg := llms.AIChatMessage{Content: "a", ToolCalls: []llms.ToolCall{}}
-		data, err := store.EncodeMessageAt(msg, at)
-		if cerr := store.CheckTime(at); (cerr == nil) != (err == nil) {
+		data, err := storekit.EncodeMessageAt(msg, at)
+		if cerr := storekit.CheckTime(at); (cerr == nil) != (err == nil) {
 			t.Fatalf("CheckTime says %v, EncodeMessageAt says %v", cerr, err)
 		}
 		if err != nil {
@@ -399,7 +400,7 @@ func FuzzTimeRoundTrip(f *testing.F) {
 			}
 			return
 		}
-		rec, err := store.DecodeRecord(memstack.Identity{}, 1, data)
+		rec, err := storekit.DecodeRecord(memstack.Identity{}, 1, data)
 		if err != nil {
 			t.Fatalf("DecodeRecord(EncodeMessageAt(m, %v)): %v\nencoded: %q", at, err, data)
 		}

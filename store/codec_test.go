@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 type codecCustomMessage struct{}
@@ -43,10 +44,10 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := store.EncodeMessage(tc.msg)
+			data, err := storekit.EncodeMessage(tc.msg)
 			require.NoError(t, err)
 			assert.NotContains(t, string(data), "\x00", "encoded value must hold no NUL byte")
-			got, err := store.DecodeMessage(data)
+			got, err := storekit.DecodeMessage(data)
 			require.NoError(t, err)
 			assert.Equal(t, tc.msg, got)
 		})
@@ -55,25 +56,25 @@ func TestCodecRoundTrip(t *testing.T) {
 
 func TestCodecPointersDecodeAsValues(t *testing.T) {
 	m := aiWithCalls()
-	data, err := store.EncodeMessage(&m)
+	data, err := storekit.EncodeMessage(&m)
 	require.NoError(t, err)
-	got, err := store.DecodeMessage(data)
+	got, err := storekit.DecodeMessage(data)
 	require.NoError(t, err)
 	assert.Equal(t, m, got)
 
-	data, err = store.EncodeMessage(&llms.ToolChatMessage{ID: "x", Content: "y"})
+	data, err = storekit.EncodeMessage(&llms.ToolChatMessage{ID: "x", Content: "y"})
 	require.NoError(t, err)
-	got, err = store.DecodeMessage(data)
+	got, err = storekit.DecodeMessage(data)
 	require.NoError(t, err)
 	assert.Equal(t, llms.ToolChatMessage{ID: "x", Content: "y"}, got)
 }
 
 func TestCodecFormatIsStable(t *testing.T) {
-	data, err := store.EncodeMessage(llms.ToolChatMessage{ID: "call_1", Content: "<42>"})
+	data, err := storekit.EncodeMessage(llms.ToolChatMessage{ID: "call_1", Content: "<42>"})
 	require.NoError(t, err)
 	assert.Equal(t, `{"v":1,"type":"tool","content":"<42>","id":"call_1"}`, string(data))
 
-	data, err = store.EncodeMessage(llms.AIChatMessage{Content: "a", ToolCalls: []llms.ToolCall{{ID: "c", Type: "function",
+	data, err = storekit.EncodeMessage(llms.AIChatMessage{Content: "a", ToolCalls: []llms.ToolCall{{ID: "c", Type: "function",
 		FunctionCall: &llms.FunctionCall{Name: "f", Arguments: "{}"}}}})
 	require.NoError(t, err)
 	assert.Equal(t, `{"v":1,"type":"ai","content":"a","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}`, string(data))
@@ -95,7 +96,7 @@ func TestCodecRejectsBadMessages(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.EncodeMessage(tc.msg)
+			_, err := storekit.EncodeMessage(tc.msg)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, store.ErrInvalidArgument)
 			assert.Contains(t, err.Error(), tc.want)
@@ -136,7 +137,7 @@ func TestCodecRejectsCorruptValues(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			msg, err := store.DecodeMessage([]byte(tc.data))
+			msg, err := storekit.DecodeMessage([]byte(tc.data))
 			require.Error(t, err)
 			assert.Nil(t, msg)
 			assert.ErrorIs(t, err, store.ErrCorrupt)
@@ -147,22 +148,22 @@ func TestCodecRejectsCorruptValues(t *testing.T) {
 }
 
 func TestCodecIgnoresUnknownKeys(t *testing.T) {
-	got, err := store.DecodeMessage([]byte(`{"v":1,"type":"human","content":"x","added_later":[1]}`))
+	got, err := storekit.DecodeMessage([]byte(`{"v":1,"type":"human","content":"x","added_later":[1]}`))
 	require.NoError(t, err)
 	assert.Equal(t, llms.HumanChatMessage{Content: "x"}, got)
 }
 
 func TestDecodeRecordNamesIdentityAndSeq(t *testing.T) {
 	id := memstack.Identity{Tenant: "acme", User: "u:1", Conversation: "c"}
-	_, err := store.DecodeRecord(id, 42, []byte("garbage"))
+	_, err := storekit.DecodeRecord(id, 42, []byte("garbage"))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, store.ErrCorrupt))
 	assert.Contains(t, err.Error(), "Seq 42")
 	assert.Contains(t, err.Error(), id.Key())
 
-	data, err := store.EncodeMessage(llms.HumanChatMessage{Content: "hi"})
+	data, err := storekit.EncodeMessage(llms.HumanChatMessage{Content: "hi"})
 	require.NoError(t, err)
-	rec, err := store.DecodeRecord(id, 7, data)
+	rec, err := storekit.DecodeRecord(id, 7, data)
 	require.NoError(t, err)
 	assert.Equal(t, store.Record{Seq: 7, Message: llms.HumanChatMessage{Content: "hi"}}, rec)
 }
@@ -195,12 +196,12 @@ func TestCodecTimeRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := llms.HumanChatMessage{Content: "Hi"}
-			data, err := store.EncodeMessageAt(msg, tc.at)
+			data, err := storekit.EncodeMessageAt(msg, tc.at)
 			require.NoError(t, err)
 			if tc.wire != "" {
 				assert.Equal(t, `{"v":1,"type":"human","content":"Hi",`+tc.wire+`}`, string(data))
 			}
-			rec, err := store.DecodeRecord(id, 3, data)
+			rec, err := storekit.DecodeRecord(id, 3, data)
 			require.NoError(t, err)
 			assert.Equal(t, int64(3), rec.Seq)
 			assert.Equal(t, msg, rec.Message)
@@ -212,11 +213,11 @@ func TestCodecTimeRoundTrip(t *testing.T) {
 
 			// Decoding twice gives equal Records (one location per
 			// offset), so Records read twice compare equal.
-			again, err := store.DecodeRecord(id, 3, data)
+			again, err := storekit.DecodeRecord(id, 3, data)
 			require.NoError(t, err)
 			assert.Equal(t, rec, again)
 
-			msgOnly, err := store.DecodeMessage(data)
+			msgOnly, err := storekit.DecodeMessage(data)
 			require.NoError(t, err)
 			assert.Equal(t, msg, msgOnly, "DecodeMessage reads a dated value")
 		})
@@ -229,13 +230,13 @@ func TestEncodeMessageWritesNoTime(t *testing.T) {
 		aiWithCalls(),
 		llms.ToolChatMessage{ID: "at", Content: `"at":"2023-05-08T10:30:00Z"`},
 	} {
-		plain, err := store.EncodeMessage(msg)
+		plain, err := storekit.EncodeMessage(msg)
 		require.NoError(t, err)
 		assert.NotContains(t, string(plain), `,"at":`, "EncodeMessage writes no time")
-		zero, err := store.EncodeMessageAt(msg, time.Time{})
+		zero, err := storekit.EncodeMessageAt(msg, time.Time{})
 		require.NoError(t, err)
 		assert.Equal(t, string(plain), string(zero), "a zero time is no time")
-		rec, err := store.DecodeRecord(memstack.Identity{}, 1, plain)
+		rec, err := storekit.DecodeRecord(memstack.Identity{}, 1, plain)
 		require.NoError(t, err)
 		assert.True(t, rec.Time.IsZero())
 		assert.Equal(t, time.Time{}, rec.Time)
@@ -252,7 +253,7 @@ func TestCodecReadsValuesWithoutTime(t *testing.T) {
 		`{"v":1,"type":"generic","content":"c","role":"r","name":"n"}`: llms.GenericChatMessage{Content: "c", Role: "r", Name: "n"},
 	}
 	for data, want := range legacy {
-		rec, err := store.DecodeRecord(memstack.Identity{User: "u"}, 9, []byte(data))
+		rec, err := storekit.DecodeRecord(memstack.Identity{User: "u"}, 9, []byte(data))
 		require.NoError(t, err, data)
 		assert.Equal(t, store.Record{Seq: 9, Message: want}, rec, data)
 	}
@@ -273,12 +274,12 @@ func TestCodecRejectsUnstorableTimes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := store.CheckTime(tc.at)
+			err := storekit.CheckTime(tc.at)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, store.ErrInvalidArgument)
 			assert.Contains(t, err.Error(), tc.want)
 
-			data, err := store.EncodeMessageAt(llms.HumanChatMessage{Content: "secret"}, tc.at)
+			data, err := storekit.EncodeMessageAt(llms.HumanChatMessage{Content: "secret"}, tc.at)
 			require.Error(t, err)
 			assert.Nil(t, data)
 			assert.ErrorIs(t, err, store.ErrInvalidArgument)
@@ -287,13 +288,13 @@ func TestCodecRejectsUnstorableTimes(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret")
 		})
 	}
-	assert.NoError(t, store.CheckTime(time.Time{}), "the zero time is no time")
-	assert.NoError(t, store.CheckTime(time.Date(2023, 1, 1, 0, 0, 0, 0, time.FixedZone("", -(23*3600+59*60)))))
+	assert.NoError(t, storekit.CheckTime(time.Time{}), "the zero time is no time")
+	assert.NoError(t, storekit.CheckTime(time.Date(2023, 1, 1, 0, 0, 0, 0, time.FixedZone("", -(23*3600+59*60)))))
 }
 
 func TestDecodeRecordNamesIdentityAndSeqOfABadTime(t *testing.T) {
 	id := memstack.Identity{Tenant: "acme", User: "u:1"}
-	_, err := store.DecodeRecord(id, 42, []byte(`{"v":1,"type":"ai","content":"secret","at":"tomorrow secret"}`))
+	_, err := storekit.DecodeRecord(id, 42, []byte(`{"v":1,"type":"ai","content":"secret","at":"tomorrow secret"}`))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, store.ErrCorrupt)
 	assert.Contains(t, err.Error(), "Seq 42")

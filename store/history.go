@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/internal/kit"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
 )
@@ -111,7 +112,7 @@ func (s *History) records(ctx context.Context) ([]Record, error) {
 	}
 	out := make([]Record, len(msgs))
 	for i, m := range msgs {
-		out[i] = Record{Seq: s.seqs[i], Message: CloneMessage(m)}
+		out[i] = Record{Seq: s.seqs[i], Message: kit.CloneMessage(m)}
 	}
 	return out, nil
 }
@@ -122,14 +123,14 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 		return err
 	}
 	for i, m := range msgs {
-		if isNil(m) {
+		if kit.IsNil(m) {
 			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
-	key, keyed, err := CheckAppendKeyOf(ctx)
+	key, keyed, err := kit.CheckAppendKeyOf(ctx)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func (s *History) Append(ctx context.Context, id memstack.Identity, msgs ...llms
 		}
 	}
 	for i, m := range msgs {
-		if err := s.h.AddMessage(ctx, CloneMessage(m)); err != nil {
+		if err := s.h.AddMessage(ctx, kit.CloneMessage(m)); err != nil {
 			if i > 0 {
 				old := make([]llms.ChatMessage, len(before))
 				for j, r := range before {
@@ -191,14 +192,14 @@ func (s *History) Tail(ctx context.Context, id memstack.Identity, n int, after i
 	if err != nil {
 		return nil, err
 	}
-	return TailOf(rs, n, after), nil
+	return tailOf(rs, n, after), nil
 }
 
 // messageSum is a hash of msg's stored form: what records compares to see
 // whether the history changed.
 func messageSum(msg llms.ChatMessage) uint64 {
 	h := fnv.New64a()
-	if b, err := EncodeMessage(msg); err == nil {
+	if b, err := kit.EncodeMessage(msg); err == nil {
 		h.Write(b)
 	} else {
 		fmt.Fprintf(h, "%T %+v", msg, msg)
@@ -302,7 +303,7 @@ func (s *History) GetState(ctx context.Context, id memstack.Identity, name strin
 	if err := s.check(ctx, id); err != nil {
 		return State{}, err
 	}
-	if err := CheckStateName(name); err != nil {
+	if err := kit.CheckStateName(name); err != nil {
 		return State{}, err
 	}
 	s.mu.Lock()
@@ -320,7 +321,7 @@ func (s *History) PutState(ctx context.Context, id memstack.Identity, name strin
 	if err := s.check(ctx, id); err != nil {
 		return 0, err
 	}
-	if err := CheckStateName(name); err != nil {
+	if err := kit.CheckStateName(name); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/internal/kit"
 	"github.com/tmc/langchaingo/llms"
 )
 
@@ -21,7 +22,7 @@ import (
 // Appends, reads and Stat of one identity cost O(1) plus the number of
 // messages copied; different identities do not contend on one lock.
 //
-// Every message keeps the time of its Append (AppendTime) as given:
+// Every message keeps the time of its Append (storekit.AppendTime) as given:
 // the same instant, location and all, with no rounding.
 type InMemory struct {
 	mu    sync.RWMutex
@@ -33,7 +34,7 @@ type InMemory struct {
 	// seq, one per bucket of users (ForgetBucket): the absent version of
 	// identities without a Clear mark.
 	// Forget, it is the absent version of identities without a Clear mark.
-	forgotten [ForgetBuckets]atomic.Int64
+	forgotten [kit.ForgetBuckets]atomic.Int64
 }
 
 type conversation struct {
@@ -57,13 +58,13 @@ func (s *InMemory) absent(id memstack.Identity, c *conversation) int64 {
 	if c != nil && c.cleared != 0 {
 		return c.cleared
 	}
-	return s.forgotten[ForgetBucket(id.Tenant, id.User)].Load()
+	return s.forgotten[kit.ForgetBucket(id.Tenant, id.User)].Load()
 }
 
 // forgetBucket moves the forgotten version of the bucket of tenant and
 // user; s.mu is held.
 func (s *InMemory) forgetBucket(tenant, user string) {
-	s.forgotten[ForgetBucket(tenant, user)].Store(s.seq.Add(1))
+	s.forgotten[kit.ForgetBucket(tenant, user)].Store(s.seq.Add(1))
 }
 
 // lockLive returns id's conversation, created if needed, locked for
@@ -124,20 +125,20 @@ func (s *InMemory) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	}
 	// The time is checked as the encoding backends check it, so an Append
 	// that fails on them fails here too.
-	at := AppendTime(ctx)
-	if err := CheckTime(at); err != nil {
+	at := kit.AppendTime(ctx)
+	if err := kit.CheckTime(at); err != nil {
 		return err
 	}
-	key, keyed, err := CheckAppendKeyOf(ctx)
+	key, keyed, err := kit.CheckAppendKeyOf(ctx)
 	if err != nil {
 		return err
 	}
 	recs := make([]Record, len(msgs))
 	for i, m := range msgs {
-		if isNil(m) {
+		if kit.IsNil(m) {
 			return fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
-		recs[i].Message = CloneMessage(m)
+		recs[i].Message = kit.CloneMessage(m)
 		recs[i].Time = at
 	}
 	c := s.lockLive(id)
@@ -235,47 +236,7 @@ func (s *InMemory) Tail(ctx context.Context, id memstack.Identity, n int, after 
 			sys = append(sys, c.records[i])
 		}
 	}
-	return cloneRecords(MergeBySeq(sys, tail)), nil
-}
-
-// MergeBySeq merges two record lists, each in Seq order, into one in Seq
-// order (a record in both is kept once): how a backend that reads the
-// system messages and the newest ones apart builds Tail's answer.
-func MergeBySeq(a, b []Record) []Record {
-	out := make([]Record, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || i < len(a) && a[i].Seq < b[j].Seq:
-			out = append(out, a[i])
-			i++
-		case i == len(a) || b[j].Seq < a[i].Seq:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
-// TailOf returns what Tail returns for a conversation whose records, in
-// Seq order, are rs: for stores that read every record anyway (History).
-func TailOf(rs []Record, n int, after int64) []Record {
-	var sys, tail []Record
-	for i := len(rs) - 1; i >= 0; i-- {
-		r := rs[i]
-		if r.Message.GetType() == llms.ChatMessageTypeSystem {
-			sys = append(sys, r)
-		} else if r.Seq > after && len(tail) < n {
-			tail = append(tail, r)
-		}
-	}
-	slices.Reverse(sys)
-	slices.Reverse(tail)
-	return MergeBySeq(sys, tail)
+	return cloneRecords(mergeBySeq(sys, tail)), nil
 }
 
 // Last implements Store.
@@ -389,7 +350,7 @@ func (s *InMemory) Clear(ctx context.Context, id memstack.Identity) error {
 
 // Forget implements Store: it removes id's messages, state and Clear mark.
 // An InMemory store has one namespace, so Forget is Clear that also drops
-// the identity's entry; the absent version of id's bucket (ForgetBucket)
+// the identity's entry; the absent version of id's bucket (storekit.ForgetBucket)
 // is drawn before the entry is dropped, so a PutState on the identity's
 // next entry never matches an absent version read before.
 func (s *InMemory) Forget(ctx context.Context, id memstack.Identity) error {
@@ -417,7 +378,7 @@ func (s *InMemory) GetState(ctx context.Context, id memstack.Identity, name stri
 	if err := ctxErr(ctx); err != nil {
 		return State{}, err
 	}
-	if err := CheckStateName(name); err != nil {
+	if err := kit.CheckStateName(name); err != nil {
 		return State{}, err
 	}
 	c := s.conv(id, false)
@@ -439,7 +400,7 @@ func (s *InMemory) PutState(ctx context.Context, id memstack.Identity, name stri
 	if err := ctxErr(ctx); err != nil {
 		return 0, err
 	}
-	if err := CheckStateName(name); err != nil {
+	if err := kit.CheckStateName(name); err != nil {
 		return 0, err
 	}
 	c := s.lockLive(id)
@@ -473,18 +434,18 @@ func (s *InMemory) Rewrite(ctx context.Context, id memstack.Identity, through in
 	if err := ctxErr(ctx); err != nil {
 		return 0, err
 	}
-	at := AppendTime(ctx)
+	at := kit.AppendTime(ctx)
 	if len(msgs) > 0 {
-		if err := CheckTime(at); err != nil {
+		if err := kit.CheckTime(at); err != nil {
 			return 0, err
 		}
 	}
 	recs := make([]Record, len(msgs))
 	for i, m := range msgs {
-		if isNil(m) {
+		if kit.IsNil(m) {
 			return 0, fmt.Errorf("%w: message %d of %d is nil", ErrInvalidArgument, i+1, len(msgs))
 		}
-		recs[i].Message = CloneMessage(m)
+		recs[i].Message = kit.CloneMessage(m)
 		recs[i].Time = at
 	}
 	c := s.lockLive(id)
@@ -574,7 +535,7 @@ func (s *InMemory) Export(ctx context.Context, scope Scope) (Export, error) {
 
 // ForgetScope implements Users: in one step under the store's lock, it
 // draws a fresh absent version for the scope — the user's bucket
-// (ForgetBucket), which the user's derived identities share, or, for a
+// (storekit.ForgetBucket), which the user's derived identities share, or, for a
 // tenant, every bucket — and removes every identity within scope, so no
 // commit can land on part of the scope in between.
 func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
@@ -620,4 +581,15 @@ func (s *InMemory) ForgetScope(ctx context.Context, scope Scope) (int, error) {
 
 func sortIdentities(ids []memstack.Identity) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i].Key() < ids[j].Key() })
+}
+
+func recordSeq(r Record) int64                { return r.Seq }
+func recordMessage(r Record) llms.ChatMessage { return r.Message }
+
+// mergeBySeq is storekit.MergeBySeq.
+func mergeBySeq(a, b []Record) []Record { return kit.MergeBySeq(a, b, recordSeq) }
+
+// tailOf is storekit.TailOf.
+func tailOf(rs []Record, n int, after int64) []Record {
+	return kit.TailOf(rs, n, after, recordSeq, recordMessage)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // ---------------------------------------------------------------------------
@@ -633,7 +634,7 @@ func (m *customMessage) GetContent() string            { return m.text }
 func TestCloneMessageDeepCopiesAI(t *testing.T) {
 	orig := aiWithCalls()
 	want := aiWithCalls()
-	c := store.CloneMessage(orig)
+	c := storekit.CloneMessage(orig)
 	got, ok := c.(llms.AIChatMessage)
 	require.True(t, ok, "got %T", c)
 	require.Equal(t, want, got)
@@ -660,12 +661,12 @@ func TestCloneMessageAIEdgeCases(t *testing.T) {
 		{ToolCalls: []llms.ToolCall{{ID: "no-func"}}},
 		{ReasoningContent: "thinking", Content: "answer"},
 	} {
-		assert.Equal(t, m, store.CloneMessage(m))
+		assert.Equal(t, m, storekit.CloneMessage(m))
 	}
 
 	// A pointer to an AI message is copied too.
 	p := &llms.AIChatMessage{Content: "p", FunctionCall: &llms.FunctionCall{Name: "f"}}
-	c := store.CloneMessage(p)
+	c := storekit.CloneMessage(p)
 	p.FunctionCall.Name = "changed"
 	p.Content = "changed"
 	assert.Equal(t, "p", c.GetContent())
@@ -681,8 +682,8 @@ func TestCloneMessageAIEdgeCases(t *testing.T) {
 	}
 
 	var nilAI *llms.AIChatMessage
-	assert.Equal(t, llms.ChatMessage(nilAI), store.CloneMessage(nilAI))
-	assert.Nil(t, store.CloneMessage(nil))
+	assert.Equal(t, llms.ChatMessage(nilAI), storekit.CloneMessage(nilAI))
+	assert.Nil(t, storekit.CloneMessage(nil))
 }
 
 func TestCloneMessageOtherTypesAsIs(t *testing.T) {
@@ -694,9 +695,9 @@ func TestCloneMessageOtherTypesAsIs(t *testing.T) {
 		llms.FunctionChatMessage{Name: "f", Content: "out"},
 		llms.ToolChatMessage{ID: "id", Content: "out"},
 	} {
-		assert.Equal(t, m, store.CloneMessage(m), "%T", m)
+		assert.Equal(t, m, storekit.CloneMessage(m), "%T", m)
 	}
-	got := store.CloneMessage(custom)
+	got := storekit.CloneMessage(custom)
 	assert.Same(t, custom, got, "unknown message types are returned as they are")
 }
 

@@ -22,6 +22,6 @@ type Rewriter interface {
 	// also removes id's state values and moves its absent version, as
 	// Clear does (the state described messages that are gone). Appended
 	// messages get new Seqs, greater than every Seq before, dated
-	// AppendTime(ctx). It returns how many messages it removed.
+	// storekit.AppendTime(ctx). It returns how many messages it removed.
 	Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error)
 }

@@ -29,7 +29,7 @@
 // # Time
 //
 // Every stored message carries the time it was saved (Record.Time). An
-// Append dates all its messages with one time, AppendTime(ctx): the time
+// Append dates all its messages with one time, storekit.AppendTime(ctx): the time
 // the caller put in ctx with memstack.WithTime — to import a history, or
 // replay one, at the times its turns were said — else the clock when the
 // Append runs. Every read (Last, All) returns it: the same instant
@@ -40,7 +40,7 @@
 //	ctx = memstack.WithTime(ctx, turn.At)
 //	err := mem.SaveContext(ctx, inputs, outputs)
 //
-// stores the turn dated turn.At. A time RFC 3339 cannot hold (CheckTime)
+// stores the turn dated turn.At. A time RFC 3339 cannot hold (storekit.CheckTime)
 // makes the Append fail, storing nothing. Messages stored before memstack
 // recorded times read back with a zero Time, and so do the messages of a
 // store that cannot keep one (FromHistory).
@@ -69,8 +69,8 @@
 //     namespace): Clear leaves this one mark of the identity behind;
 //   - after Forget, which leaves nothing of the identity behind, not even
 //     a mark, a fresh version drawn for the identity's user bucket
-//     (ForgetBucket: the tenant and user hashed into ForgetBuckets
-//     buckets; redisstore uses the identity's Redis Cluster slot): the
+//     (storekit.ForgetBucket: the tenant and user hashed into
+//     storekit.ForgetBuckets buckets; redisstore uses the identity's Redis Cluster slot): the
 //     absent version of every identity without a Clear mark in that
 //     bucket changes — the user's other conversations and derived
 //     identities included — so a first commit racing with the Forget of
@@ -154,15 +154,26 @@
 //
 // Messages returned by a store are the store's copies: callers may change
 // the returned slices and messages freely.
+//
+// # Writing a backend
+//
+// The helpers a backend calls to follow these rules — the shared storage
+// form of a message (storekit.EncodeMessageAt, storekit.DecodeRecord),
+// the checks an Append or PutState runs first (storekit.CheckAppendKeyOf,
+// storekit.CheckTime, storekit.CheckStateName), Tail's answer
+// (storekit.TailOf, storekit.MergeBySeq) and Forget's buckets and derived
+// identities (storekit.ForgetBucket, storekit.DerivedOf,
+// storekit.ForgetOrder) — are in package store/storekit; package
+// store/storetest checks a backend against the contract.
 package store
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/internal/kit"
 	"github.com/tmc/langchaingo/llms"
 )
 
@@ -175,21 +186,11 @@ type Record struct {
 	Message llms.ChatMessage
 	// Time is when the message was saved: the time carried by the
 	// context of the Append that stored it (memstack.WithTime), else the
-	// backend's clock at that Append (see AppendTime). Every message of
+	// backend's clock at that Append (see storekit.AppendTime). Every message of
 	// one Append has the same Time. It is zero for messages stored before
 	// memstack recorded times, and for stores that cannot keep one (a
 	// langchaingo history, FromHistory).
 	Time time.Time
-}
-
-// AppendTime returns the time a backend dates the messages of an Append
-// called with ctx: memstack.TimeFrom(ctx) when the caller gave one, else
-// time.Now(); without its monotonic clock reading either way.
-func AppendTime(ctx context.Context) time.Time {
-	if t, ok := memstack.TimeFrom(ctx); ok {
-		return t
-	}
-	return time.Now().Round(0)
 }
 
 // Stat describes what a store holds for one identity. It is cheap to get:
@@ -303,60 +304,27 @@ type ProcessState interface {
 	StateInProcess() bool
 }
 
-type appendKey struct{}
-
 // WithAppendKey returns a copy of ctx under which an Append stores its
 // unit at most once per identity and namespace: key names the unit (see
 // Messages.Append and "One transcript" in the package documentation). It
-// must pass CheckAppendKey; an empty key means none. Memories set it for
+// must be 1 to 200 bytes of printable ASCII, like a state name
+// (storekit.CheckAppendKey); an empty key means none. Memories set it for
 // every save, from memstack.WithSaveKey; call it yourself only when you
 // append to a store directly.
 func WithAppendKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, appendKey{}, key)
-}
-
-// AppendKey returns the append key ctx carries (see WithAppendKey) and
-// whether there was a non-empty one.
-func AppendKey(ctx context.Context) (string, bool) {
-	if ctx == nil {
-		return "", false
-	}
-	k, ok := ctx.Value(appendKey{}).(string)
-	return k, ok && k != ""
-}
-
-// CheckAppendKey returns an error naming the problem if key cannot be an
-// append key: it must be 1 to 200 bytes of printable ASCII, like a state
-// name.
-func CheckAppendKey(key string) error {
-	if key == "" || len(key) > 200 {
-		return fmt.Errorf("%w: append key %q must be 1 to 200 bytes long", ErrInvalidArgument, key)
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x21 || key[i] > 0x7e {
-			return fmt.Errorf("%w: append key %q: byte %d is not printable ASCII", ErrInvalidArgument, key, i)
-		}
-	}
-	return nil
-}
-
-// CheckAppendKeyOf returns ctx's append key and whether it has one, or
-// an error if the key it carries is invalid: what a backend's Append
-// calls first.
-func CheckAppendKeyOf(ctx context.Context) (string, bool, error) {
-	k, ok := AppendKey(ctx)
-	if !ok {
-		return "", false, nil
-	}
-	if err := CheckAppendKey(k); err != nil {
-		return "", false, err
-	}
-	return k, true, nil
+	return kit.WithAppendKey(ctx, key)
 }
 
 // ErrInvalidArgument is wrapped by errors about bad arguments (n < 1, a nil
 // message, an identity a store cannot serve).
-var ErrInvalidArgument = errors.New("store: invalid argument")
+var ErrInvalidArgument = kit.ErrInvalidArgument
+
+// ErrCorrupt is wrapped by the errors of reads (Tail, Last, All, Export)
+// that meet a stored value that is not a message the codec could have
+// written (storekit.DecodeMessage, storekit.DecodeRecord). A backend that
+// meets one returns the error (naming the identity and Seq, never the
+// value) and keeps serving every other message and identity.
+var ErrCorrupt = kit.ErrCorrupt
 
 // ErrConflict is wrapped by PutState's error when the stored version is not
 // the expected one: another writer updated the value first.
@@ -385,17 +353,3 @@ var ErrConflict = errors.New("store: state version conflict")
 // never returns it; nor do the in-process stores (InMemory and
 // sqlitestore), which know the outcome of every write.
 var ErrOutcomeUnknown = errors.New("store: write outcome unknown (no reply came: it may have been applied)")
-
-// CheckStateName returns an error naming the problem if name cannot be a
-// state name: it must be 1 to 200 bytes of printable ASCII.
-func CheckStateName(name string) error {
-	if name == "" || len(name) > 200 {
-		return fmt.Errorf("%w: state name %q must be 1 to 200 bytes long", ErrInvalidArgument, name)
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < 0x21 || name[i] > 0x7e {
-			return fmt.Errorf("%w: state name %q: byte %d is not printable ASCII", ErrInvalidArgument, name, i)
-		}
-	}
-	return nil
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 func TestAppendTime(t *testing.T) {
@@ -30,7 +31,7 @@ func TestAppendTime(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := time.Now().Round(0)
-			got := store.AppendTime(tc.ctx)
+			got := storekit.AppendTime(tc.ctx)
 			after := time.Now().Round(0)
 			assert.Equal(t, got, got.Round(0), "no monotonic clock reading")
 			if !tc.want.IsZero() {

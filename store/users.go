@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/internal/kit"
 )
 
 // Scope names whose data a user-wide call of Users reaches: every
@@ -89,9 +88,9 @@ type Users interface {
 	// removes (the user's bucket, every bucket for a tenant, or one per
 	// Redis Cluster slot), so commits that read before it conflict. A
 	// backend that cannot remove the whole scope in one step removes it in
-	// ForgetOrder, derived identities last, and then forgets every
-	// identity DerivedOf names for the scope's users, also those it did
-	// not find: a commit deriving state from the user's conversations
+	// storekit.ForgetOrder, derived identities last, and then forgets
+	// every identity storekit.DerivedOf names for the scope's users, also
+	// those it did not find: a commit deriving state from the user's conversations
 	// while it ran (a per-user Facts extraction) then lands before that
 	// forget and is removed, or conflicts. A failure part-way leaves some
 	// identities forgotten and the rest whole; calling it again finishes.
@@ -103,55 +102,8 @@ type Users interface {
 // memories.WithFactsPerUser keeps a user's facts (memories re-exports it).
 const UserFactsConversation = "\x00memstack-user-facts"
 
-// DerivedOf returns the derived identities memstack may keep for user of
-// tenant (see Derived): ForgetScope forgets each of them, last, also when
-// it finds nothing stored under it, so that the forget moves their absent
-// versions and a commit that derived state from the user's conversations
-// while the forget ran conflicts instead of landing after it.
-func DerivedOf(tenant, user string) []memstack.Identity {
-	return []memstack.Identity{{Tenant: tenant, User: user, Conversation: UserFactsConversation}}
-}
-
-// ForgetBuckets is how many buckets the absent versions that Forget and
-// ForgetScope move are kept in (see ForgetBucket).
-const ForgetBuckets = 4096
-
-// ForgetBucket returns the bucket, in [0, ForgetBuckets), of the absent
-// version that a Forget of an identity of user in tenant moves: a hash of
-// the tenant and the user, so every conversation of a user and the user's
-// derived identities share it, and a Forget of one user leaves the first
-// commits of almost every other user alone (one in ForgetBuckets shares
-// the bucket and sees a commit conflict once). The bucket names no one:
-// many users share each.
-func ForgetBucket(tenant, user string) int {
-	h := fnv.New64a()
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(user))
-	return int(h.Sum64() % ForgetBuckets)
-}
-
-// Derived reports whether id's Conversation starts with a NUL byte: by
-// memstack's convention such an identity holds state derived from the
-// user's other conversations (memories.UserFactsConversation, the facts
-// a Facts memory keeps per user). ForgetScope removes derived identities
-// after every other one of the scope, so a commit racing with it that
-// derives state from a conversation not yet removed lands before its
-// derived identity is removed, and goes with it.
-func Derived(id memstack.Identity) bool {
-	return strings.HasPrefix(id.Conversation, "\x00")
-}
-
-// ForgetOrder orders identities for ForgetScope in place: every derived
-// identity (Derived) after the others, each group by Key.
-func ForgetOrder(ids []memstack.Identity) {
-	sort.SliceStable(ids, func(i, j int) bool {
-		if di, dj := Derived(ids[i]), Derived(ids[j]); di != dj {
-			return dj
-		}
-		return ids[i].Key() < ids[j].Key()
-	})
-}
+// The derived identities storekit.DerivedOf names use the same string.
+var _ = map[bool]int{false: 0, UserFactsConversation == kit.UserFactsConversation: 1}
 
 // Export is everything a backend holds for the identities of a Scope.
 type Export struct {
@@ -222,7 +174,7 @@ type stateJSON struct {
 
 // WriteJSON writes the export as one indented JSON document: the scope,
 // the time of writing (now), and per identity and namespace the messages
-// in the codec's form (EncodeMessageAt: type tag, fields, "at" time) and
+// in the codec's form (storekit.EncodeMessageAt: type tag, fields, "at" time) and
 // the state values (as text when valid UTF-8, else base64 bytes).
 func (e Export) WriteJSON(w io.Writer) error {
 	out := exportJSON{Tenant: e.Scope.Tenant, Exported: time.Now().UTC().Format(time.RFC3339), Identities: []identityJSONForm{}}
@@ -235,7 +187,7 @@ func (e Export) WriteJSON(w io.Writer) error {
 		for _, ne := range ie.Namespaces {
 			n := namespaceJSON{Namespace: ne.Namespace, Cleared: ne.Cleared, Messages: []messageJSON{}, States: map[string]stateJSON{}}
 			for _, r := range ne.Messages {
-				raw, err := EncodeMessageAt(r.Message, r.Time)
+				raw, err := kit.EncodeMessageAt(r.Message, r.Time)
 				if err != nil {
 					return fmt.Errorf("store: exporting message Seq %d of %s: %w", r.Seq, ie.Identity.Key(), err)
 				}
@@ -260,14 +212,4 @@ func (e Export) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("store: writing the export of %s: %w", e.Scope, err)
 	}
 	return nil
-}
-
-// SortExport orders an export as Users.Export returns it: identities by
-// Key, namespaces by name. Backends that gather an export out of order
-// call it last.
-func SortExport(e *Export) {
-	sort.Slice(e.Identities, func(i, j int) bool { return e.Identities[i].Identity.Key() < e.Identities[j].Identity.Key() })
-	for _, ie := range e.Identities {
-		sort.Slice(ie.Namespaces, func(i, j int) bool { return ie.Namespaces[i].Namespace < ie.Namespaces[j].Namespace })
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/memstack/memstack/store/pgstore"
 	"github.com/memstack/memstack/store/redisstore"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 func TestMain(m *testing.M) {
@@ -451,7 +452,7 @@ func TestOldSchemaNotMigrated(t *testing.T) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	msg, err := store.EncodeMessageAt(llms.HumanChatMessage{Content: "I am ana"}, store.AppendTime(ctx))
+	msg, err := storekit.EncodeMessageAt(llms.HumanChatMessage{Content: "I am ana"}, storekit.AppendTime(ctx))
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `INSERT INTO memstack_messages (ns, identity, system, message) VALUES ('recent', ?, 0, ?)`, ana1.Key(), msg)
 	require.NoError(t, err)

@@ -100,7 +100,7 @@ func (customMessage) GetContent() string            { return "custom content" }
 //   - a 10 MB message: accepted by every backend, stored whole, read back
 //     byte for byte;
 //   - NUL bytes: accepted and round-tripped by every backend;
-//   - invalid UTF-8: the persistent backends reject it (store.EncodeMessage
+//   - invalid UTF-8: the persistent backends reject it (storekit.EncodeMessage
 //     refuses what JSON cannot carry) and store nothing; the rows require
 //     every backend, the in-memory one included, to reject it with an error
 //     saying UTF-8, so a stack of memories on mixed backends cannot store a

@@ -147,11 +147,11 @@
 //
 // # Messages
 //
-// A message is stored as store.EncodeMessageAt's JSON in a bytea column,
+// A message is stored as storekit.EncodeMessageAt's JSON in a bytea column,
 // not in jsonb or text: PostgreSQL's text types cannot hold a NUL character
 // and jsonb rejects \u0000, while the contract requires any valid string to
 // round-trip byte for byte. The JSON carries the message's time (its "at"
-// field: store.AppendTime of the Append, which a caller sets with
+// field: storekit.AppendTime of the Append, which a caller sets with
 // memstack.WithTime), with its UTC offset, which a timestamptz column
 // would not keep; so times need no column. Rows written before memstack
 // recorded times have no "at" and read back with a zero
@@ -293,14 +293,14 @@
 // reserved rows no caller can reach:
 //
 //   - a Clear mark is the row of the identity and namespace named "" (which
-//     store.CheckStateName rejects, so GetState and PutState never touch
+//     storekit.CheckStateName rejects, so GetState and PutState never touch
 //     it), with an empty value; its version is the identity's absent
 //     version in that namespace. Clear sets it to a fresh version, also for
 //     an identity with no rows; Forget deletes it with the identity's other
 //     rows.
-//   - a forgotten version is kept per bucket of users: store.ForgetBucket
+//   - a forgotten version is kept per bucket of users: storekit.ForgetBucket
 //     hashes an identity's tenant and user into one of
-//     store.ForgetBuckets (4096) buckets, and bucket b's forgotten version
+//     storekit.ForgetBuckets (4096) buckets, and bucket b's forgotten version
 //     is the row with an empty id_hash (no SHA-256 is empty), ns ""
 //     (WithNamespace rejects it) and name "#b", created by the first
 //     Forget of one of its users. A Forget moves its identity's bucket to
@@ -364,10 +364,10 @@
 // before conflicts; then lists the scope; then deletes every row of its
 // identities — every namespace under the table prefix, emptied
 // conversations rows included — in transactions of up to 64 identities,
-// derived ones (store.Derived) last, each taking their advisory locks in
+// derived ones (storekit.Derived) last, each taking their advisory locks in
 // ascending order, so it never deadlocks with another ForgetScope or with
 // a single identity's write. Last, it forgets every identity of
-// store.DerivedOf for the scope's user (for a tenant, for every user it
+// storekit.DerivedOf for the scope's user (for a tenant, for every user it
 // listed), also when none was listed: as Forget does, under each
 // identity's lock, it moves the user's bucket and deletes the identity's
 // rows. That is what keeps a user's facts from outliving the forget: a

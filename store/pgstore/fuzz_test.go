@@ -14,13 +14,14 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // FuzzStoredValue fuzzes what the PostgreSQL store does with a message body
 // it did not write: each input replaces, through a second pool, the body
 // column of a stored message of the shared test server (as a corrupting
 // process or a hand edit would), which is then read back with All and Last.
-// The store decodes rows with store.DecodeRecord (package store's
+// The store decodes rows with storekit.DecodeRecord (package store's
 // FuzzDecodeMessage covers the codec itself); this checks the path from the
 // bytea column to the caller. It needs the PostgreSQL test server (skipped
 // without one, as every test here).
@@ -76,7 +77,7 @@ func FuzzStoredValue(f *testing.F) {
 		if _, err := pool.Exec(ctx, "UPDATE "+prefix+"messages SET body = $1 WHERE seq = $2", data, seq); err != nil {
 			t.Fatalf("replacing the body: %v", err)
 		}
-		want, werr := store.DecodeMessage(data)
+		want, werr := storekit.DecodeMessage(data)
 		all, aerr := s.All(ctx, victim)
 		last, lerr := s.Last(ctx, victim, 1)
 		for op, got := range map[string]struct {

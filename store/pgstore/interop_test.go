@@ -19,6 +19,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -120,7 +121,7 @@ func TestRowsWithoutTimes(t *testing.T) {
 }
 
 // The time lives in the body's JSON: the tables are unchanged and the row
-// holds exactly what store.EncodeMessageAt writes.
+// holds exactly what storekit.EncodeMessageAt writes.
 func TestRowCarriesTheTime(t *testing.T) {
 	ctx := context.Background()
 	prefix := freshPrefix("dated")
@@ -134,7 +135,7 @@ func TestRowCarriesTheTime(t *testing.T) {
 	defer pool.Close()
 	var body []byte
 	require.NoError(t, pool.QueryRow(ctx, "SELECT body FROM "+prefix+"messages").Scan(&body))
-	want, err := store.EncodeMessageAt(msg, at)
+	want, err := storekit.EncodeMessageAt(msg, at)
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(body))
 	assert.Contains(t, string(body), `"at":"2023-05-08T12:30:00.000000005+02:00"`)

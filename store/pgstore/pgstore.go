@@ -20,6 +20,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // ErrClosed is wrapped by the error of every call on a closed Store.
@@ -69,9 +70,9 @@ type queries struct {
 
 // The reserved rows of the state table (see the package documentation).
 // markName is the name of a Clear mark, as an SQL literal: the empty name,
-// which store.CheckStateName rejects, so no caller reads or writes it.
+// which storekit.CheckStateName rejects, so no caller reads or writes it.
 // forgottenRows selects the rows of the forgotten versions: that of each
-// bucket of users (store.ForgetBucket), named bucketName, and the
+// bucket of users (storekit.ForgetBucket), named bucketName, and the
 // store-wide one of builds before buckets, named legacyName. Their empty
 // id_hash is no SHA-256 and their empty ns no namespace (WithNamespace
 // rejects ""), so no identity's row is one of them and no identity's
@@ -83,10 +84,10 @@ const (
 )
 
 // bucketName is the name of the reserved row holding the forgotten
-// version of the bucket of tenant's user (store.ForgetBucket): '#' and
+// version of the bucket of tenant's user (storekit.ForgetBucket): '#' and
 // the bucket's number.
 func bucketName(tenant, user string) string {
-	return bucketNameOf(store.ForgetBucket(tenant, user))
+	return bucketNameOf(storekit.ForgetBucket(tenant, user))
 }
 
 func bucketNameOf(bucket int) string { return "#" + strconv.Itoa(bucket) }
@@ -304,7 +305,7 @@ SELECT count(*) FROM d`,
 		// so two of these never deadlock.
 		setForgottenEvery: "INSERT INTO " + st + " AS s (id_hash, ns, name, id_key, version, value)" +
 			" SELECT ''::bytea, '', CASE WHEN b < 0 THEN " + legacyName + " ELSE '#' || b END, '', " + next + ", ''::bytea" +
-			" FROM generate_series(-1, " + strconv.Itoa(store.ForgetBuckets-1) + ") AS b" +
+			" FROM generate_series(-1, " + strconv.Itoa(storekit.ForgetBuckets-1) + ") AS b" +
 			" ON CONFLICT (id_hash, ns, name) DO UPDATE SET version = " + next,
 		forgetMessages: "DELETE FROM " + m + " WHERE " + ida,
 		forgetConv:     "DELETE FROM " + c + " WHERE " + ida,
@@ -525,7 +526,7 @@ func encodeTurn(msgs []llms.ChatMessage, at time.Time) (bodies [][]byte, system 
 	bodies = make([][]byte, len(msgs))
 	system = make([]bool, len(msgs))
 	for i, m := range msgs {
-		b, err := store.EncodeMessageAt(m, at)
+		b, err := storekit.EncodeMessageAt(m, at)
 		if err != nil {
 			return nil, nil, fmt.Errorf("message %d of %d: %w", i+1, len(msgs), err)
 		}
@@ -558,7 +559,7 @@ func (s *Store) queueAppend(b *pgx.Batch, k ident, unit string, bodies [][]byte,
 
 // Append implements store.Store: one transaction in one round trip (see
 // the package documentation). Every message is dated
-// store.AppendTime(ctx), taken once, by this process. Under an append
+// storekit.AppendTime(ctx), taken once, by this process. Under an append
 // key (store.WithAppendKey) the first message carries the key, and the
 // transaction stores nothing when id has the key stored in this store's
 // namespace (see the package documentation, Tail and append keys).
@@ -569,11 +570,11 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
-	at := store.AppendTime(ctx)
-	if err := store.CheckTime(at); err != nil {
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
-	unit, _, err := store.CheckAppendKeyOf(ctx)
+	unit, _, err := storekit.CheckAppendKeyOf(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
@@ -651,7 +652,7 @@ func (s *Store) records(ctx context.Context, id memstack.Identity, op, sql strin
 			if err := rows.Scan(&seq, &body); err != nil {
 				return err
 			}
-			r, err := store.DecodeRecord(id, seq, body)
+			r, err := storekit.DecodeRecord(id, seq, body)
 			if err != nil {
 				return &decodeError{err}
 			}
@@ -757,7 +758,7 @@ func (s *Store) queueReset(b *pgx.Batch, k ident) {
 
 // Forget implements store.Store: in one transaction under the identity's
 // lock, the forgotten version of the bucket of id's user
-// (store.ForgetBucket) moves to a fresh version, then the messages, state
+// (storekit.ForgetBucket) moves to a fresh version, then the messages, state
 // and Clear marks of id in every namespace under this store's table
 // prefix are removed. The absent versions of users of other buckets do
 // not move, so their first commits are not disturbed.
@@ -802,7 +803,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := s.check(ctx, "GetState", id); err != nil {
 		return store.State{}, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return store.State{}, fmt.Errorf("pgstore: GetState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
@@ -852,7 +853,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 // removed by it; one after it reads the new mark and conflicts unless it
 // expected that mark.
 //
-// The forgotten version of the identity's bucket (store.ForgetBucket) is
+// The forgotten version of the identity's bucket (storekit.ForgetBucket) is
 // not always moved under this identity's lock: a Forget of another
 // identity of the same bucket moves it under that identity's lock, and
 // ForgetScope draws it first under none. PutState may then read it as it
@@ -863,7 +864,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 // the old version conflicts, as the package store documents. Forgets of
 // users of other buckets move rows PutState does not read: their first
 // commits go on. ForgetScope's last step — each derived identity of the
-// scope's users (store.DerivedOf) forgotten under its own lock, its
+// scope's users (storekit.DerivedOf) forgotten under its own lock, its
 // user's bucket moved in the same transaction — is covered by the lock:
 // a commit to it lands before and is removed, or runs after and
 // conflicts unless it read after that step.
@@ -871,7 +872,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	if err := s.check(ctx, "PutState", id); err != nil {
 		return 0, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return 0, fmt.Errorf("pgstore: PutState of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)

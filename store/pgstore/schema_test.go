@@ -19,6 +19,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // version1DDL is the schema the builds before the schema table created
@@ -260,7 +261,7 @@ func TestMigratesVersion2(t *testing.T) {
 		for _, after := range []int64{0, before[2].Seq} {
 			got, err := oldDefault.Tail(ctx, ana, n, after)
 			require.NoError(t, err)
-			assert.Equal(t, store.TailOf(before, n, after), got, "Tail(%d, after %d) of rows written before the migration", n, after)
+			assert.Equal(t, storekit.TailOf(before, n, after), got, "Tail(%d, after %d) of rows written before the migration", n, after)
 		}
 	}
 

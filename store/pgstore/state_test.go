@@ -15,6 +15,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // stateRow is one row of a state table, as the reserved-row checks read it.
@@ -28,7 +29,7 @@ type stateRow struct {
 // TestReservedRows checks the layout the package documentation gives for
 // absent versions: a Clear mark is one state row named "" per identity and
 // namespace, set even when the identity has no rows; the forgotten version
-// of a bucket of users (store.ForgetBucket) is one row with an empty
+// of a bucket of users (storekit.ForgetBucket) is one row with an empty
 // id_hash and ns named '#' and the bucket, which a Forget of a user of the
 // bucket moves and none removes, and which leaves the absent versions of
 // other buckets' users alone; the store-wide row of older builds (name
@@ -114,7 +115,9 @@ func TestReservedRows(t *testing.T) {
 	// Forget leaves nothing of alice, marks included, and one forgotten
 	// row, of alice's bucket: the absent version of every identity of
 	// alice's user without a mark, and of no other user's.
-	bucket := func(id memstack.Identity) string { return fmt.Sprintf("#%d", store.ForgetBucket(id.Tenant, id.User)) }
+	bucket := func(id memstack.Identity) string {
+		return fmt.Sprintf("#%d", storekit.ForgetBucket(id.Tenant, id.User))
+	}
 	require.NotEqual(t, bucket(alice), bucket(bob), "the test needs alice and bob in different buckets")
 	alice2 := memstack.Identity{Tenant: alice.Tenant, User: alice.User, Conversation: "c2"}
 	carol := memstack.Identity{Tenant: "acme", User: "carol"}

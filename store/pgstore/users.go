@@ -13,6 +13,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // Rewrite implements store.Rewriter: in one transaction under the
@@ -26,9 +27,9 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	if err := s.check(ctx, "Rewrite", id); err != nil {
 		return 0, err
 	}
-	at := store.AppendTime(ctx)
+	at := storekit.AppendTime(ctx)
 	if len(msgs) > 0 {
-		if err := store.CheckTime(at); err != nil {
+		if err := storekit.CheckTime(at); err != nil {
 			return 0, fmt.Errorf("pgstore: Rewrite of identity %q: %w", id.Key(), err)
 		}
 	}
@@ -203,7 +204,7 @@ func (s *Store) export(ctx context.Context, sc store.Scope) (store.Export, error
 				return nil
 			}
 			id, _ := memstack.ParseKey(key) // parsed by scope already
-			r, err := store.DecodeRecord(id, seq, bytes.Clone(body))
+			r, err := storekit.DecodeRecord(id, seq, bytes.Clone(body))
 			if err != nil {
 				return &decodeError{err}
 			}
@@ -253,7 +254,7 @@ func (s *Store) export(ctx context.Context, sc store.Scope) (store.Export, error
 		}
 		out.Identities = append(out.Identities, ie)
 	}
-	store.SortExport(&out)
+	storekit.SortExport(&out)
 	return out, nil
 }
 
@@ -264,7 +265,7 @@ const forgetChunk = 64
 // ForgetScope implements store.Users, in four steps:
 //
 //  1. one transaction moves the forgotten version of the scope's user's
-//     bucket (store.ForgetBucket) — for a tenant, of every bucket and the
+//     bucket (storekit.ForgetBucket) — for a tenant, of every bucket and the
 //     store-wide one — to a fresh version, so every commit that read an
 //     absent version of the scope before conflicts;
 //  2. one statement finds every identity within scope that has a row
@@ -273,8 +274,8 @@ const forgetChunk = 64
 //     Clear marks, every namespace — are removed in transactions of up to
 //     64 identities, each holding those identities' advisory locks, taken
 //     in ascending order so that two ForgetScopes never deadlock; derived
-//     identities (store.Derived) go last;
-//  4. last, every identity of store.DerivedOf for the scope's user (for a
+//     identities (storekit.Derived) go last;
+//  4. last, every identity of storekit.DerivedOf for the scope's user (for a
 //     tenant, for every user step 2 found) is forgotten as Forget forgets
 //     one, found or not: in transactions of up to 64 of them, each under
 //     their advisory locks, the forgotten versions of their users'
@@ -330,7 +331,7 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 		if !users[u] {
 			continue
 		}
-		for _, id := range store.DerivedOf(sc.Tenant, u) {
+		for _, id := range storekit.DerivedOf(sc.Tenant, u) {
 			if _, dup := at[id.Key()]; !dup {
 				at[id.Key()] = len(derived)
 				derived = append(derived, scoped{id: id, k: identOf(id)})
@@ -345,9 +346,9 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 		}
 		listed = append(listed, f)
 	}
-	// Derived identities (the user's facts) go last: see store.ForgetOrder.
+	// Derived identities (the user's facts) go last: see storekit.ForgetOrder.
 	slices.SortStableFunc(listed, func(a, b scoped) int {
-		switch da, db := store.Derived(a.id), store.Derived(b.id); {
+		switch da, db := storekit.Derived(a.id), storekit.Derived(b.id); {
 		case da == db:
 			return 0
 		case da:
@@ -376,7 +377,7 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 	for chunk := range slices.Chunk(derived, forgetChunk) {
 		var buckets []int
 		for _, d := range chunk {
-			buckets = append(buckets, store.ForgetBucket(d.id.Tenant, d.id.User))
+			buckets = append(buckets, storekit.ForgetBucket(d.id.Tenant, d.id.User))
 		}
 		slices.Sort(buckets)
 		buckets = slices.Compact(buckets)

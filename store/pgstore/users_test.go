@@ -19,6 +19,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // tableRow is one row of a store's table as PostgreSQL prints it (bytea
@@ -82,7 +83,7 @@ func forgottenRows(t *testing.T, c *pgx.Conn, prefix string) map[string]int64 {
 // themselves: not one row of an identity within the scope is left in any
 // table, and every other row, of every other identity and of the other
 // prefix, is byte for byte what it was. Only the forgotten versions' rows
-// move: the user's bucket's (store.ForgetBucket), or, for a tenant, every
+// move: the user's bucket's (storekit.ForgetBucket), or, for a tenant, every
 // bucket's and the store-wide one.
 func TestForgetScopeLeavesNothing(t *testing.T) {
 	admin := adminConn(t)
@@ -190,10 +191,10 @@ func TestForgetScopeLeavesNothing(t *testing.T) {
 				}
 			}
 			if tt.scope.AllUsers {
-				assert.Len(t, forgottenAfter, store.ForgetBuckets+1, "every bucket's row and the store-wide one")
-				assert.Len(t, moved, store.ForgetBuckets+1, "a tenant's ForgetScope moves every bucket and the store-wide row to fresh versions")
+				assert.Len(t, forgottenAfter, storekit.ForgetBuckets+1, "every bucket's row and the store-wide one")
+				assert.Len(t, moved, storekit.ForgetBuckets+1, "a tenant's ForgetScope moves every bucket and the store-wide row to fresh versions")
 			} else {
-				ana := fmt.Sprintf("#%d", store.ForgetBucket("acme", "ana"))
+				ana := fmt.Sprintf("#%d", storekit.ForgetBucket("acme", "ana"))
 				require.NotContains(t, forgottenBefore, ana, "the test needs ana's bucket apart from carl's and dora's")
 				assert.Equal(t, map[string]bool{ana: true}, moved, "a user's ForgetScope moves the user's bucket only")
 				assert.Len(t, forgottenAfter, 4)
@@ -204,7 +205,7 @@ func TestForgetScopeLeavesNothing(t *testing.T) {
 
 // TestForgetScopeRacingDerivedCommits races, round after round, a user's
 // ForgetScope against a writer that derives state from one of the user's
-// conversations into the user's derived identity (store.DerivedOf), as a
+// conversations into the user's derived identity (storekit.DerivedOf), as a
 // per-user Facts extraction does: it reads the derived state, checks its
 // source conversation still holds messages, and commits with the version
 // it read (after a pause of up to 3 ms), again and again, until the source
@@ -226,7 +227,7 @@ func TestForgetScopeRacingDerivedCommits(t *testing.T) {
 			source = memstack.Identity{Tenant: tenant, User: "ana", Conversation: fmt.Sprintf("c%03d", i)}
 			require.NoError(t, writer.Append(ctx, source, human("my card is 4111"), ai("noted")))
 		}
-		facts := store.DerivedOf(tenant, "ana")[0]
+		facts := storekit.DerivedOf(tenant, "ana")[0]
 		var (
 			wg        sync.WaitGroup
 			commits   int

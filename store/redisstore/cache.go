@@ -4,6 +4,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // DefaultDecodeCacheSize is the number of decoded messages a Store keeps
@@ -46,7 +47,7 @@ func (d *decodeCache) get(elem string) (store.Record, bool) {
 	if !ok {
 		return store.Record{}, false
 	}
-	r.Message = store.CloneMessage(r.Message)
+	r.Message = storekit.CloneMessage(r.Message)
 	return r, true
 }
 
@@ -55,5 +56,5 @@ func (d *decodeCache) put(elem string, r store.Record) {
 	if d == nil || len(elem) > maxCachedElement {
 		return
 	}
-	d.c.Add(elem, store.Record{Seq: r.Seq, Message: store.CloneMessage(r.Message), Time: r.Time})
+	d.c.Add(elem, store.Record{Seq: r.Seq, Message: storekit.CloneMessage(r.Message), Time: r.Time})
 }

@@ -57,7 +57,7 @@
 //
 // A list element is "<seq>|<flag>|<message>": the Seq in decimal, 's' for a
 // system message or 'm' for any other, and the message as
-// store.EncodeMessageAt writes it — with its time, store.AppendTime of the
+// storekit.EncodeMessageAt writes it — with its time, storekit.AppendTime of the
 // Append (memstack.WithTime, else this process's clock), as the JSON's last
 // field, "at". The flag lets the trimming script keep system messages
 // without decoding JSON; the scripts read only the "<seq>|<flag>|" head of
@@ -165,7 +165,7 @@
 // namespace stores its turn in another too. A random token has no ':', so
 // none is ever mistaken for a key's. A key is remembered for two minutes
 // after its Append, as tokens are (what store's "One transcript" allows),
-// through Clear, not through Forget. An invalid key (store.CheckAppendKey)
+// through Clear, not through Forget. An invalid key (storekit.CheckAppendKey)
 // is an error wrapping store.ErrInvalidArgument, and nothing is stored.
 //
 // Tokens are kept for two minutes (the opq list drops the oldest as new
@@ -193,7 +193,7 @@
 // the user, and it moves the forgotten
 // version of each identity's slot in the same step, so a commit that read
 // before it conflicts. Last it forgets the user's derived identities
-// (store.DerivedOf), also when SCAN did not find them, which moves their
+// (storekit.DerivedOf), also when SCAN did not find them, which moves their
 // slots' forgotten versions: a per-user Facts extraction in flight cannot
 // land its facts after the forget. Writes racing with it may create
 // conversations it does not find: call it when the user's traffic has

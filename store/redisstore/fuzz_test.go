@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // FuzzParseElement fuzzes the decoding of one stored list element
@@ -26,7 +27,7 @@ import (
 // Properties: no panic; an error wraps store.ErrCorrupt and names the
 // identity's key; an accepted element has a positive Seq, its flag matches
 // the message's role ('s' exactly for system messages), its body decodes
-// with store.DecodeMessage to the same message; decoding it again (a decode
+// with storekit.DecodeMessage to the same message; decoding it again (a decode
 // cache hit) gives the same record, and changing a returned message does
 // not change what the cache returns. An element built as Append builds one
 // from a valid message always parses back to that message.
@@ -89,7 +90,7 @@ func FuzzParseElement(f *testing.F) {
 		if sys := r.Message.GetType() == llms.ChatMessageTypeSystem; sys != (parts[1] == "s") || (parts[1] != "s" && parts[1] != "m") {
 			t.Fatalf("parseElement(%q): flag %q accepted for a %s message", elem, parts[1], r.Message.GetType())
 		}
-		want, err := store.DecodeMessage([]byte(parts[2]))
+		want, err := storekit.DecodeMessage([]byte(parts[2]))
 		if err != nil || !reflect.DeepEqual(want, r.Message) {
 			t.Fatalf("parseElement(%q) = %#v; DecodeMessage of the body = %#v, %v", elem, r.Message, want, err)
 		}
@@ -128,7 +129,7 @@ func FuzzElementRoundTrip(f *testing.F) {
 		default:
 			msg = llms.ToolChatMessage{Content: content, ID: "id"}
 		}
-		data, err := store.EncodeMessage(msg)
+		data, err := storekit.EncodeMessage(msg)
 		if err != nil {
 			return // invalid UTF-8: Append refuses it before it reaches Redis
 		}

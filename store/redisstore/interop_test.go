@@ -18,6 +18,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -140,7 +141,7 @@ func TestElementsWithoutTimes(t *testing.T) {
 }
 
 // The time lives in the element's JSON: the layout is unchanged and the
-// element holds exactly "<seq>|<flag>|" and what store.EncodeMessageAt
+// element holds exactly "<seq>|<flag>|" and what storekit.EncodeMessageAt
 // writes.
 func TestElementCarriesTheTime(t *testing.T) {
 	addr := testsvc.Redis(t)
@@ -156,7 +157,7 @@ func TestElementCarriesTheTime(t *testing.T) {
 	require.Len(t, rs, 1)
 	elems, err := rawClient(t, addr).LRange(ctx, keysOf(prefix, "default", alice).msgs, 0, -1).Result()
 	require.NoError(t, err)
-	want, err := store.EncodeMessageAt(msg, at)
+	want, err := storekit.EncodeMessageAt(msg, at)
 	require.NoError(t, err)
 	assert.Equal(t, []string{fmt.Sprint(rs[0].Seq, "|s|", string(want))}, elems)
 	assert.Contains(t, elems[0], `"at":"2023-05-08T12:30:00.000000005+02:00"}`)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/redis/go-redis/v9"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -377,7 +378,7 @@ func (s *Store) corruptIn(op string, id memstack.Identity, ns, what string) erro
 
 // Append implements store.Store: the messages get consecutive Seqs and are
 // pushed by one script, so the turn is stored whole or not at all. Every
-// message is dated store.AppendTime(ctx), taken once, by this process (not
+// message is dated storekit.AppendTime(ctx), taken once, by this process (not
 // by the Redis server's clock, which only draws Seqs). A retry of the
 // script after a lost reply stores nothing more (its write token; see the
 // package documentation, "Exactly once"). Under an append key
@@ -397,12 +398,12 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
-	at := store.AppendTime(ctx)
-	if err := store.CheckTime(at); err != nil {
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
 		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
 	}
 	token := newToken()
-	if key, keyed, err := store.CheckAppendKeyOf(ctx); err != nil {
+	if key, keyed, err := storekit.CheckAppendKeyOf(ctx); err != nil {
 		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
 	} else if keyed {
 		token = appendKeyToken(s.ns, key)
@@ -430,7 +431,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 func encodeElements(op string, id memstack.Identity, at time.Time, msgs []llms.ChatMessage) ([]any, error) {
 	out := make([]any, 0, len(msgs))
 	for i, m := range msgs {
-		data, err := store.EncodeMessageAt(m, at) // a nil message is an ErrInvalidArgument
+		data, err := storekit.EncodeMessageAt(m, at) // a nil message is an ErrInvalidArgument
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: %s of %q: message %d of %d: %w", op, id.Key(), i+1, len(msgs), err)
 		}
@@ -535,7 +536,7 @@ func (s *Store) tail(ctx context.Context, id memstack.Identity, n int, after int
 			return nil, 0, err
 		}
 	}
-	return store.MergeBySeq(parts[0], parts[1]), read, nil
+	return storekit.MergeBySeq(parts[0], parts[1]), read, nil
 }
 
 // All implements store.Store with one LRANGE.
@@ -595,7 +596,7 @@ func (s *Store) parseElementIn(op string, id memstack.Identity, ns, v string, po
 	if len(rest) < 2 || rest[1] != '|' || (rest[0] != 's' && rest[0] != 'm') {
 		return store.Record{}, s.corruptIn(op, id, ns, fmt.Sprintf("message Seq %d has no role flag", seq))
 	}
-	r, err := store.DecodeRecord(id, seq, []byte(rest[2:]))
+	r, err := storekit.DecodeRecord(id, seq, []byte(rest[2:]))
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redisstore: %s in namespace %q: %w", op, ns, err)
 	}
@@ -819,7 +820,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := s.begin(ctx, op, id); err != nil {
 		return store.State{}, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
 	res, err := getStateScript.Run(ctx, s.client, s.keysOf(id).all(), name).Slice()
@@ -859,7 +860,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	if err := s.begin(ctx, op, id); err != nil {
 		return 0, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return 0, err
 	}
 	mode := "put"
@@ -893,7 +894,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 // other write: it removes every message with Seq <= through (system
 // messages included), with reset deletes the namespace's state and sets a
 // fresh Clear mark as Clear does, and appends msgs behind Seqs drawn after
-// that mark, dated store.AppendTime(ctx). It is what AsHistory's
+// that mark, dated storekit.AppendTime(ctx). It is what AsHistory's
 // SetMessages calls, so langchaingo's window memories keep the state and
 // the Seqs of the messages they keep. Its cost is O(removed + appended);
 // removing the whole list frees it in the background (UNLINK). A retry of
@@ -903,9 +904,9 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	if err := s.begin(ctx, op, id); err != nil {
 		return 0, err
 	}
-	at := store.AppendTime(ctx)
+	at := storekit.AppendTime(ctx)
 	if len(msgs) > 0 {
-		if err := store.CheckTime(at); err != nil {
+		if err := storekit.CheckTime(at); err != nil {
 			return 0, fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -996,7 +997,7 @@ func TestCorruptValues(t *testing.T) {
 		assert.NotContains(t, err.Error(), "secret", "never shows stored content")
 	}
 	encode := func(m llms.ChatMessage) string {
-		b, err := store.EncodeMessage(m)
+		b, err := storekit.EncodeMessage(m)
 		require.NoError(t, err)
 		return string(b)
 	}

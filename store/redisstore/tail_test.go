@@ -18,6 +18,7 @@ import (
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // checkIndex checks the index of system messages against the list, read
@@ -60,7 +61,7 @@ func seqHead(e string) string {
 }
 
 // checkTail compares Tail, for several n and after, with what All says it
-// must return (store.TailOf), then checks the index (checkIndex).
+// must return (storekit.TailOf), then checks the index (checkIndex).
 func checkTail(t *testing.T, s *redisstore.Store, raw *redis.Client, k keyNames, id memstack.Identity) {
 	t.Helper()
 	ctx := context.Background()
@@ -74,7 +75,7 @@ func checkTail(t *testing.T, s *redisstore.Store, raw *redis.Client, k keyNames,
 		for _, after := range afters {
 			got, err := s.Tail(ctx, id, n, after)
 			require.NoError(t, err)
-			require.Equal(t, store.TailOf(all, n, after), got, "Tail(%d, after Seq %d)", n, after)
+			require.Equal(t, storekit.TailOf(all, n, after), got, "Tail(%d, after Seq %d)", n, after)
 		}
 	}
 	checkIndex(t, raw, k)
@@ -140,9 +141,9 @@ func legacyElement(t *testing.T, seq int64, m llms.ChatMessage, dated bool) stri
 	var b []byte
 	var err error
 	if dated {
-		b, err = store.EncodeMessageAt(m, time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
+		b, err = storekit.EncodeMessageAt(m, time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
 	} else {
-		b, err = store.EncodeMessage(m)
+		b, err = storekit.EncodeMessage(m)
 	}
 	require.NoError(t, err)
 	flag := "m"

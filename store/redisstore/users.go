@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // scanBatch is the COUNT of every SCAN the store sends: each call does a
@@ -263,7 +264,7 @@ func (s *Store) Export(ctx context.Context, scope store.Scope) (store.Export, er
 			out.Identities = append(out.Identities, ie)
 		}
 	}
-	store.SortExport(&out)
+	storekit.SortExport(&out)
 	return out, nil
 }
 
@@ -341,8 +342,8 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	// Derived identities (the user's facts) go last: see store.ForgetOrder.
-	sort.SliceStable(hs, func(i, j int) bool { return !store.Derived(hs[i].id) && store.Derived(hs[j].id) })
+	// Derived identities (the user's facts) go last: see storekit.ForgetOrder.
+	sort.SliceStable(hs, func(i, j int) bool { return !storekit.Derived(hs[i].id) && storekit.Derived(hs[j].id) })
 	n := 0
 	for _, h := range hs {
 		if err := ctx.Err(); err != nil {
@@ -355,7 +356,7 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 			n++
 		}
 	}
-	// Last, the user's derived identities (store.DerivedOf), also those
+	// Last, the user's derived identities (storekit.DerivedOf), also those
 	// the scan did not find: a per-user Facts extraction in flight may
 	// create one after the scan. Forgetting it moves its slot's forgotten
 	// version whether it holds anything or not, so such a commit either
@@ -374,7 +375,7 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 	}
 	sort.Strings(names)
 	for _, u := range names {
-		for _, d := range store.DerivedOf(scope.Tenant, u) {
+		for _, d := range storekit.DerivedOf(scope.Tenant, u) {
 			if err := ctx.Err(); err != nil {
 				return n, s.failScope(ctx, op, scope, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -87,7 +88,9 @@ func TestReservedRows(t *testing.T) {
 	require.NoError(t, b.Forget(ctx, bob))
 	forgotten := getState(t, a, bob, "summary").Version
 
-	bucketOf := func(id memstack.Identity) string { return fmt.Sprintf("#%d", store.ForgetBucket(id.Tenant, id.User)) }
+	bucketOf := func(id memstack.Identity) string {
+		return fmt.Sprintf("#%d", storekit.ForgetBucket(id.Tenant, id.User))
+	}
 	assert.Equal(t, []stateRow{
 		{"", bucketOf(bob), "", forgotten, ""},
 		{"a", alice.Key(), "", mark, ""},
@@ -214,7 +217,7 @@ func TestTwoHandlesSeeAbsentVersions(t *testing.T) {
 
 // sameBucket is v when a and b share a forget bucket, else 0.
 func sameBucket(a, b memstack.Identity, v int64) int64 {
-	if store.ForgetBucket(a.Tenant, a.User) == store.ForgetBucket(b.Tenant, b.User) {
+	if storekit.ForgetBucket(a.Tenant, a.User) == storekit.ForgetBucket(b.Tenant, b.User) {
 		return v
 	}
 	return 0

@@ -10,7 +10,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // appendReq is one Append waiting to be committed.
@@ -46,7 +46,7 @@ const insertSQL = `INSERT INTO memstack_messages (ns, identity, system, message,
 
 // Append implements store.Store: the messages are inserted in one
 // transaction, so they are stored whole or not at all, contiguously, all
-// dated store.AppendTime(ctx); the same transaction adds them to the
+// dated storekit.AppendTime(ctx); the same transaction adds them to the
 // identity's memstack_stat row.
 //
 // Under an append key (store.WithAppendKey) the unit's first message
@@ -71,17 +71,17 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if len(msgs) == 0 {
 		return nil
 	}
-	at := store.AppendTime(ctx)
-	if err := store.CheckTime(at); err != nil {
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
 		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
 	}
-	unit, _, err := store.CheckAppendKeyOf(ctx)
+	unit, _, err := storekit.CheckAppendKeyOf(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
 	}
 	req := &appendReq{ctx: ctx, key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
 	for i, m := range msgs {
-		data, err := store.EncodeMessageAt(m, at)
+		data, err := storekit.EncodeMessageAt(m, at)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: Append to %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
 		}

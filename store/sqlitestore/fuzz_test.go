@@ -15,13 +15,14 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // FuzzStoredValue fuzzes what the SQLite store does with a message column
 // it did not write: each input is inserted as the message BLOB of a row of
 // a real database file (through a second connection, as a corrupting
 // process or a hand edit would), then read back with All and Last. The
-// store decodes rows with store.DecodeRecord (package store's
+// store decodes rows with storekit.DecodeRecord (package store's
 // FuzzDecodeMessage covers the codec itself); this checks the path from the
 // column to the caller.
 //
@@ -89,7 +90,7 @@ func FuzzStoredValue(f *testing.F) {
 			}
 		}()
 
-		want, werr := store.DecodeMessage(data)
+		want, werr := storekit.DecodeMessage(data)
 		all, aerr := s.All(ctx, victim)
 		last, lerr := s.Last(ctx, victim, 1)
 		for op, got := range map[string]struct {

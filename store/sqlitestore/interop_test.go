@@ -11,7 +11,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -31,7 +31,7 @@ func TestRowsWithoutTimes(t *testing.T) {
 }
 
 // The time lives in the message column's JSON: the schema is unchanged
-// and the row holds exactly what store.EncodeMessageAt writes.
+// and the row holds exactly what storekit.EncodeMessageAt writes.
 func TestRowCarriesTheTime(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "m.db")
@@ -42,7 +42,7 @@ func TestRowCarriesTheTime(t *testing.T) {
 
 	var body []byte
 	require.NoError(t, rawDB(t, path).QueryRowContext(ctx, `SELECT message FROM memstack_messages`).Scan(&body))
-	want, err := store.EncodeMessageAt(msg, at)
+	want, err := storekit.EncodeMessageAt(msg, at)
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(body))
 	assert.Contains(t, string(body), `"at":"2023-05-08T12:30:00.000000005+02:00"`)

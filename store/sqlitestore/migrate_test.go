@@ -17,6 +17,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // schemaV1 is schema version 1 exactly as the build before memstack_stat
@@ -67,7 +68,7 @@ func writeV1(t *testing.T, path string) map[string]map[string][]string {
 	}
 	want := map[string]map[string][]string{}
 	insert := func(ns string, id memstack.Identity, m llms.ChatMessage) int64 {
-		data, err := store.EncodeMessageAt(m, store.AppendTime(ctx))
+		data, err := storekit.EncodeMessageAt(m, storekit.AppendTime(ctx))
 		require.NoError(t, err)
 		res, err := db.ExecContext(ctx, `INSERT INTO memstack_messages (ns, identity, system, message) VALUES (?, ?, ?, ?)`,
 			ns, id.Key(), m.GetType() == llms.ChatMessageTypeSystem, data)
@@ -116,7 +117,7 @@ func writeV1(t *testing.T, path string) map[string]map[string][]string {
 		var ns, key string
 		var data []byte
 		require.NoError(t, rows.Scan(&ns, &key, &data))
-		m, err := store.DecodeMessage(data)
+		m, err := storekit.DecodeMessage(data)
 		require.NoError(t, err)
 		want[ns][key] = append(want[ns][key], m.GetContent())
 	}
@@ -264,7 +265,7 @@ func checkMigrated(t *testing.T, path string, want map[string]map[string][]strin
 				for _, after := range afters {
 					tail, err := s.Tail(ctx, id, n, after)
 					require.NoError(t, err)
-					assert.Equal(t, store.TailOf(rs, n, after), tail, "Tail(%d, %d) of %s in %s", n, after, id.Key(), ns)
+					assert.Equal(t, storekit.TailOf(rs, n, after), tail, "Tail(%d, %d) of %s in %s", n, after, id.Key(), ns)
 				}
 			}
 		}

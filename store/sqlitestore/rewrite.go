@@ -8,7 +8,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // Rewrite implements store.Rewriter in one transaction: it deletes the
@@ -16,7 +16,7 @@ import (
 // (system messages too), with reset removes its state values and gives it
 // a fresh Clear mark as Clear does, inserts msgs — new Seqs from the
 // file's AUTOINCREMENT, after every Seq before, dated
-// store.AppendTime(ctx) — and brings its memstack_stat row up to date. A
+// storekit.AppendTime(ctx) — and brings its memstack_stat row up to date. A
 // reader sees the conversation from before or from after; a failure
 // changes nothing.
 func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64, reset bool, msgs ...llms.ChatMessage) (int, error) {
@@ -25,12 +25,12 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	}
 	rows := make([]appendRow, len(msgs))
 	if len(msgs) > 0 {
-		at := store.AppendTime(ctx)
-		if err := store.CheckTime(at); err != nil {
+		at := storekit.AppendTime(ctx)
+		if err := storekit.CheckTime(at); err != nil {
 			return 0, fmt.Errorf("sqlitestore: Rewrite of %s: %w", id.Key(), err)
 		}
 		for i, m := range msgs {
-			data, err := store.EncodeMessageAt(m, at)
+			data, err := storekit.EncodeMessageAt(m, at)
 			if err != nil {
 				return 0, fmt.Errorf("sqlitestore: Rewrite of %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
 			}

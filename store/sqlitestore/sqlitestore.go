@@ -56,9 +56,9 @@
 //	memstack_namespaces (ns TEXT PRIMARY KEY)                -- every namespace opened
 //
 // identity is memstack.Identity.Key (injective, so adversarial identities
-// never share rows). message is store.EncodeMessageAt's JSON, shared with
+// never share rows). message is storekit.EncodeMessageAt's JSON, shared with
 // the Redis and PostgreSQL backends; it carries the message's time (its
-// "at" field: store.AppendTime of the Append, which a caller sets with
+// "at" field: storekit.AppendTime of the Append, which a caller sets with
 // memstack.WithTime), so times need no column of their own. Rows written
 // before memstack recorded times have no "at" and read back with a zero
 // store.Record.Time. system marks system messages (1; 0 for the others),
@@ -122,10 +122,10 @@
 //
 // Absent versions (see package store, "Cleared means gone, across
 // replicas") live in memstack_state too, as rows under names no caller can
-// use (store.CheckStateName refuses the empty name):
+// use (storekit.CheckStateName refuses the empty name):
 //
 //	(ns, identity, '')  -- identity's Clear mark in ns: its absent version
-//	('', '#<b>', '')    -- the forgotten version of user bucket b (store.ForgetBucket)
+//	('', '#<b>', '')    -- the forgotten version of user bucket b (storekit.ForgetBucket)
 //	('', '', '')        -- the file-wide forgotten version of older builds
 //
 // All have an empty value (the column is NOT NULL) and a version drawn
@@ -138,7 +138,7 @@
 // file-wide one (which builds before buckets moved on every Forget), else
 // 0 (a file that never ran Forget). So a Forget of one user moves the
 // absent version of the users of its bucket only (one in
-// store.ForgetBuckets), and their first commits racing with it conflict;
+// storekit.ForgetBuckets), and their first commits racing with it conflict;
 // everyone else's land. GetState is one statement — primary-key lookups,
 // the best one wins — so it sees a Clear or Forget all before or all
 // after. No namespace is empty (WithNamespace refuses it) and no identity
@@ -240,6 +240,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // DefaultNamespace is the namespace of a Store opened without
@@ -685,7 +686,7 @@ func scanRecords(id memstack.Identity, rows *sql.Rows, capacity int) ([]store.Re
 		if err := rows.Scan(&seq, &data); err != nil {
 			return nil, err
 		}
-		rec, err := store.DecodeRecord(id, seq, data)
+		rec, err := storekit.DecodeRecord(id, seq, data)
 		if err != nil {
 			return nil, err
 		}
@@ -817,7 +818,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 // getStateQuery reads a state value, or the absent version of a name
 // without one, in one statement: the value (rank 0), else the identity's
 // Clear mark in the namespace (rank 1), else the forgotten version of the
-// identity's user bucket (store.ForgetBucket), or the file-wide one that
+// identity's user bucket (storekit.ForgetBucket), or the file-wide one that
 // builds before buckets moved, whichever is greater, or 0 (rank 2). Each
 // branch is a primary-key lookup. Its parameters are ns, identity key,
 // name and the bucket's reserved identity (bucketKey).
@@ -833,7 +834,7 @@ const getStateQuery = `
 // version of id's user bucket: '#' and the bucket number, which no
 // identity key (always two colons) can be.
 func bucketKey(id memstack.Identity) string {
-	return "#" + strconv.Itoa(store.ForgetBucket(id.Tenant, id.User))
+	return "#" + strconv.Itoa(storekit.ForgetBucket(id.Tenant, id.User))
 }
 
 // drawVersion takes a fresh version from the file's counter.
@@ -858,7 +859,7 @@ func moveForgotten(ctx context.Context, tx *sql.Tx, tenant, user string, every b
 	if every {
 		_, err = tx.ExecContext(ctx, `WITH RECURSIVE b(n) AS (SELECT -1 UNION ALL SELECT n + 1 FROM b WHERE n < ?)
 			INSERT INTO memstack_state (ns, identity, name, version, value)
-			SELECT '', CASE WHEN n < 0 THEN '' ELSE '#' || n END, '', ?, X'' FROM b WHERE true`+upsert, store.ForgetBuckets-1, forgotten)
+			SELECT '', CASE WHEN n < 0 THEN '' ELSE '#' || n END, '', ?, X'' FROM b WHERE true`+upsert, storekit.ForgetBuckets-1, forgotten)
 	} else {
 		_, err = tx.ExecContext(ctx, `INSERT INTO memstack_state (ns, identity, name, version, value) VALUES ('', ?, '', ?, X'')`+upsert,
 			bucketKey(memstack.Identity{Tenant: tenant, User: user}), forgotten)
@@ -937,7 +938,7 @@ func resetState(ctx context.Context, tx *sql.Tx, ns, key string) error {
 }
 
 // Forget implements store.Store: in one transaction it moves the
-// forgotten version of the identity's user bucket (store.ForgetBucket),
+// forgotten version of the identity's user bucket (storekit.ForgetBucket),
 // then removes the identity's messages, state and Clear
 // marks in every namespace of the file.
 func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
@@ -975,7 +976,7 @@ func (s *Store) GetState(ctx context.Context, id memstack.Identity, name string)
 	if err := s.begin(ctx, "GetState", id); err != nil {
 		return store.State{}, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
 	st, err := s.readState(ctx, s.stmtGetState, id, name)
@@ -992,7 +993,7 @@ func (s *Store) PutState(ctx context.Context, id memstack.Identity, name string,
 	if err := s.begin(ctx, "PutState", id); err != nil {
 		return 0, err
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return 0, err
 	}
 	if value != nil && len(value) == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // planNode is one row of EXPLAIN QUERY PLAN.
@@ -93,7 +94,7 @@ func fillConversation(t *testing.T, db *sql.DB, id memstack.Identity, n int) {
 	t.Helper()
 	ctx := context.Background()
 	encode := func(m llms.ChatMessage) []byte {
-		data, err := store.EncodeMessageAt(m, store.AppendTime(ctx))
+		data, err := storekit.EncodeMessageAt(m, storekit.AppendTime(ctx))
 		require.NoError(t, err)
 		return data
 	}
@@ -129,7 +130,7 @@ func TestTailCostsWhatItReturns(t *testing.T) {
 	for _, after := range []int64{0, all[len(all)-3].Seq} {
 		got, err := s.Tail(ctx, bob, 10, after)
 		require.NoError(t, err)
-		assert.Equal(t, store.TailOf(all, 10, after), got)
+		assert.Equal(t, storekit.TailOf(all, 10, after), got)
 	}
 	got, err := s.Tail(ctx, alice, 10, 0)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // scopeRange returns the range of identity keys within scope: every key
@@ -186,7 +187,7 @@ func (s *Store) export(ctx context.Context, scope store.Scope) (store.Export, er
 		if err != nil {
 			return store.Export{}, err
 		}
-		rec, err := store.DecodeRecord(id, seq, data)
+		rec, err := storekit.DecodeRecord(id, seq, data)
 		if err != nil {
 			return store.Export{}, err
 		}
@@ -207,7 +208,7 @@ func (s *Store) export(ctx context.Context, scope store.Scope) (store.Export, er
 		}
 		out.Identities[i].Namespaces = append(out.Identities[i].Namespaces, *ne)
 	}
-	store.SortExport(&out)
+	storekit.SortExport(&out)
 	return out, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // TestForgetScopeLeavesNoRow fills a file's three namespaces with the
@@ -152,9 +153,9 @@ func TestForgetScopeLeavesNoRow(t *testing.T) {
 						}
 					}
 					if c.scope.AllUsers {
-						assert.Len(t, moved, store.ForgetBuckets+1, "a tenant's ForgetScope moves every bucket and the file-wide row")
+						assert.Len(t, moved, storekit.ForgetBuckets+1, "a tenant's ForgetScope moves every bucket and the file-wide row")
 					} else {
-						b := fmt.Sprintf("'#%d'", store.ForgetBucket(c.scope.Tenant, c.scope.User))
+						b := fmt.Sprintf("'#%d'", storekit.ForgetBucket(c.scope.Tenant, c.scope.User))
 						assert.Equal(t, map[string]bool{b: true}, moved, "a user's ForgetScope moves the user's bucket only")
 						for _, r := range wantRes {
 							if r.Cells[1] != b {

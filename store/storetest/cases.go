@@ -686,7 +686,7 @@ func testClearMarksOneIdentity(t *testing.T, e *env) {
 // 100 ms, a new conversation's Summary never committed a fold): of eight
 // first commits, each racing with a Forget of another user, at least
 // seven land. (A backend may share an absent version among a few users,
-// as memstack's do per store.ForgetBucket or per Redis Cluster slot; one
+// as memstack's do per storekit.ForgetBucket or per Redis Cluster slot; one
 // that moves a store-wide version fails all eight.)
 func testForgetSparesOthers(t *testing.T, e *env) {
 	s := e.store()

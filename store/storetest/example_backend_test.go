@@ -14,6 +14,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -21,7 +22,7 @@ import (
 // under one mutex, so every call is one atomic step. It keeps one
 // namespace per value and implements only store.Store (not the optional
 // Users or Rewriter, whose subtests the kit skips). Its Tail walks every
-// record (store.TailOf); a backend for long conversations reads only the
+// record (storekit.TailOf); a backend for long conversations reads only the
 // system messages and the newest ones.
 type mapStore struct {
 	mu        sync.Mutex
@@ -58,7 +59,7 @@ func (s *mapStore) absent(id memstack.Identity, c *mapConv) int64 {
 	if c != nil && c.cleared != 0 {
 		return c.cleared
 	}
-	return s.forgotten[store.ForgetBucket(id.Tenant, id.User)]
+	return s.forgotten[storekit.ForgetBucket(id.Tenant, id.User)]
 }
 
 // isNil reports a nil message, a typed nil pointer (*llms.AIChatMessage) too.
@@ -70,7 +71,7 @@ func isNil(m llms.ChatMessage) bool {
 func copies(rs []store.Record) []store.Record {
 	out := make([]store.Record, len(rs))
 	for i, r := range rs {
-		out[i] = store.Record{Seq: r.Seq, Message: store.CloneMessage(r.Message), Time: r.Time}
+		out[i] = store.Record{Seq: r.Seq, Message: storekit.CloneMessage(r.Message), Time: r.Time}
 	}
 	return out
 }
@@ -82,11 +83,11 @@ func (s *mapStore) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 	if len(msgs) == 0 {
 		return nil
 	}
-	at := store.AppendTime(ctx) // memstack.WithTime's time, else now
-	if err := store.CheckTime(at); err != nil {
+	at := storekit.AppendTime(ctx) // memstack.WithTime's time, else now
+	if err := storekit.CheckTime(at); err != nil {
 		return err
 	}
-	key, keyed, err := store.CheckAppendKeyOf(ctx)
+	key, keyed, err := storekit.CheckAppendKeyOf(ctx)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func (s *mapStore) Append(ctx context.Context, id memstack.Identity, msgs ...llm
 		return nil // this unit is stored already
 	}
 	for i, m := range msgs {
-		c.recs = append(c.recs, store.Record{Seq: s.next(), Message: store.CloneMessage(m), Time: at})
+		c.recs = append(c.recs, store.Record{Seq: s.next(), Message: storekit.CloneMessage(m), Time: at})
 		c.keys = append(c.keys, "")
 		if i == 0 && keyed {
 			c.keys[len(c.keys)-1] = key
@@ -135,7 +136,7 @@ func (s *mapStore) Tail(ctx context.Context, id memstack.Identity, n int, after 
 	if n < 1 {
 		return nil, fmt.Errorf("%w: Tail(n=%d)", store.ErrInvalidArgument, n)
 	}
-	return s.read(ctx, id, func(rs []store.Record) []store.Record { return store.TailOf(rs, n, after) })
+	return s.read(ctx, id, func(rs []store.Record) []store.Record { return storekit.TailOf(rs, n, after) })
 }
 
 func (s *mapStore) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
@@ -193,7 +194,7 @@ func (s *mapStore) Forget(ctx context.Context, id memstack.Identity) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.forgotten[store.ForgetBucket(id.Tenant, id.User)] = s.next()
+	s.forgotten[storekit.ForgetBucket(id.Tenant, id.User)] = s.next()
 	delete(s.convs, id)
 	return nil
 }
@@ -202,7 +203,7 @@ func (s *mapStore) GetState(ctx context.Context, id memstack.Identity, name stri
 	if err := ctx.Err(); err != nil {
 		return store.State{}, fmt.Errorf("mapstore: %w", err)
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return store.State{}, err
 	}
 	s.mu.Lock()
@@ -226,7 +227,7 @@ func (s *mapStore) PutState(ctx context.Context, id memstack.Identity, name stri
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("mapstore: %w", err)
 	}
-	if err := store.CheckStateName(name); err != nil {
+	if err := storekit.CheckStateName(name); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -85,7 +86,7 @@ func serveToy(mem *store.InMemory, req toyRequest) toyReply {
 	case "append":
 		msgs := make([]llms.ChatMessage, len(req.Msgs))
 		for i, raw := range req.Msgs {
-			m, err := store.DecodeMessage(raw)
+			m, err := storekit.DecodeMessage(raw)
 			if err != nil {
 				return toyReply{Err: err.Error()}
 			}
@@ -145,7 +146,7 @@ func (s toyStore) once(ctx context.Context, req toyRequest) (toyReply, error) {
 func (s toyStore) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
 	req := toyRequest{Op: "append", ID: id}
 	for _, m := range msgs {
-		raw, err := store.EncodeMessage(m)
+		raw, err := storekit.EncodeMessage(m)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/store/storetest"
 )
 
@@ -62,7 +63,16 @@ func (s tailInTwoReads) Tail(ctx context.Context, id memstack.Identity, n int, a
 	if err != nil || len(all) == 0 {
 		return all, err
 	}
-	time.Sleep(50 * time.Microsecond)
+	// Between the two reads, wait (up to 100 ms) for another writer's
+	// Append, so that the half turn shows whenever writers are running,
+	// not only when the scheduler happens to interleave them.
+	newest := all[len(all)-1].Seq
+	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+		if st, err := s.InMemory.Stat(ctx, id); err != nil || st.LastSeq != newest {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 	again, err := s.InMemory.Tail(ctx, id, 1, after)
 	if err != nil || len(again) == 0 {
 		return all, err
@@ -84,11 +94,11 @@ func (s ignoresAppendKey) Append(ctx context.Context, id memstack.Identity, msgs
 type racyAppendKey struct{ *store.InMemory }
 
 func (s racyAppendKey) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
-	key, ok := store.AppendKey(ctx)
+	key, ok := storekit.AppendKey(ctx)
 	if !ok {
 		return s.InMemory.Append(ctx, id, msgs...)
 	}
-	if err := store.CheckAppendKey(key); err != nil {
+	if err := storekit.CheckAppendKey(key); err != nil {
 		return err
 	}
 	all, err := s.InMemory.All(ctx, id)
@@ -258,7 +268,7 @@ func (s utcTimes) All(ctx context.Context, id memstack.Identity) ([]store.Record
 type perMessageTimes struct{ *store.InMemory }
 
 func (s perMessageTimes) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
-	at := store.AppendTime(ctx)
+	at := storekit.AppendTime(ctx)
 	for i, m := range msgs {
 		if err := s.InMemory.Append(memstack.WithTime(ctx, at.Add(time.Duration(i))), id, m); err != nil {
 			return err

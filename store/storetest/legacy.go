@@ -11,11 +11,12 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // Overwrite replaces, behind the store's back, the stored value of the
 // message of id with sequence number seq by value: the message's JSON as
-// store.EncodeMessage writes it, which a backend wraps as it stores every
+// storekit.EncodeMessage writes it, which a backend wraps as it stores every
 // message (a Redis list element adds its "<seq>|<flag>|" head, a SQL row
 // keeps it in its message column). RunUndated uses it to plant values
 // written before memstack recorded times.
@@ -55,7 +56,7 @@ func RunUndated(t *testing.T, s store.Store, overwrite Overwrite) {
 	// it before times; the new turn keeps its time.
 	old := make([]llms.ChatMessage, len(undatedValues))
 	for i, u := range undatedValues {
-		enc, err := store.EncodeMessage(u.msg)
+		enc, err := storekit.EncodeMessage(u.msg)
 		require.NoError(t, err)
 		require.Equal(t, u.value, string(enc), "the undated value is what EncodeMessage writes")
 		old[i] = u.msg

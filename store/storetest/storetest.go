@@ -87,7 +87,7 @@
 //     another's first commit; writers committing in a loop from two
 //     clients while Clears run never land a commit that read before a
 //     Clear began and started after it returned; values are arbitrary bytes
-//     (0x00 and 0xFF included); an invalid state name (store.CheckStateName)
+//     (0x00 and 0xFF included); an invalid state name (storekit.CheckStateName)
 //     is an error wrapping store.ErrInvalidArgument; states of different
 //     identities and names are apart; two clients incrementing one counter
 //     with compare-and-set lose no increment;
@@ -103,7 +103,7 @@
 //     Name, tool with ID; nil and empty ToolCalls are told apart;
 //   - any valid UTF-8 string round-trips byte for byte, including "\x00" and
 //     other control characters — PostgreSQL text and jsonb cannot hold NUL,
-//     so a backend must encode (store.EncodeMessage escapes it as \u0000;
+//     so a backend must encode (storekit.EncodeMessage escapes it as \u0000;
 //     keep that in a text or bytea column, not jsonb) — and so does a 1 MB
 //     message of multibyte text;
 //   - returned messages are copies: changing them, or the appended values,

@@ -11,6 +11,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // wantTail is Tail's answer computed from All: every system message and
@@ -25,7 +26,7 @@ func wantTail(all []store.Record, n int, after int64) []store.Record {
 		}
 	}
 	rest = rest[max(len(rest)-n, 0):]
-	return store.MergeBySeq(sys, rest)
+	return storekit.MergeBySeq(sys, rest)
 }
 
 func testTail(t *testing.T, e *env) {

@@ -1,4 +1,4 @@
-package store
+package kit
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/memstack/memstack"
 	"github.com/tmc/langchaingo/llms"
 )
 
@@ -18,6 +17,10 @@ import (
 // that meets one returns the error (naming the identity and Seq, never the
 // value) and keeps serving every other message and identity.
 var ErrCorrupt = errors.New("store: corrupt stored message")
+
+// ErrInvalidArgument is store.ErrInvalidArgument (defined here so that the
+// checks below can wrap it).
+var ErrInvalidArgument = errors.New("store: invalid argument")
 
 // codecVersion is the value of the "v" field EncodeMessage writes. A
 // decoder meeting another version rejects the value rather than guess.
@@ -68,7 +71,7 @@ type wireToolCall struct {
 //
 // It is EncodeMessageAt(msg, time.Time{}): the value has no "at" field and
 // decodes (DecodeRecord) with a zero Record.Time. Backends store messages
-// with EncodeMessageAt, dated store.AppendTime(ctx).
+// with EncodeMessageAt, dated AppendTime(ctx).
 //
 // DecodeMessage(EncodeMessage(m)) equals m (reflect.DeepEqual), including
 // a nil versus an empty ToolCalls slice and a nil versus a set FunctionCall.
@@ -108,7 +111,7 @@ func EncodeMessage(msg llms.ChatMessage) ([]byte, error) {
 // values written without it (before memstack recorded times) still decode,
 // with a zero Time, and a decoder that predates the field ignores it.
 func EncodeMessageAt(msg llms.ChatMessage, at time.Time) ([]byte, error) {
-	if isNil(msg) {
+	if IsNil(msg) {
 		return nil, fmt.Errorf("%w: cannot encode a nil message", ErrInvalidArgument)
 	}
 	w, err := toWire(msg)
@@ -135,7 +138,7 @@ func EncodeMessageAt(msg llms.ChatMessage, at time.Time) ([]byte, error) {
 // problem, if t cannot be the time of a stored message: RFC 3339, the form
 // the backends keep it in, holds the years 0 to 9999 and UTC offsets of
 // whole minutes under 24 hours. The zero time (no time) is fine. A backend
-// calls it on store.AppendTime(ctx) before storing anything, so an Append
+// calls it on AppendTime(ctx) before storing anything, so an Append
 // dated with such a time (memstack.WithTime) stores nothing and fails.
 func CheckTime(t time.Time) error {
 	if t.IsZero() {
@@ -293,13 +296,13 @@ func toWire(msg llms.ChatMessage) (*wireMessage, error) {
 // format does not define are ignored: a change to the format that matters
 // changes the version ("v") instead.
 func DecodeMessage(data []byte) (llms.ChatMessage, error) {
-	msg, _, err := decode(data)
+	msg, _, err := Decode(data)
 	return msg, err
 }
 
-// decode decodes a stored value into its message and its time (zero when
+// Decode decodes a stored value into its message and its time (zero when
 // the value has none).
-func decode(data []byte) (llms.ChatMessage, time.Time, error) {
+func Decode(data []byte) (llms.ChatMessage, time.Time, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, time.Time{}, fmt.Errorf("%w: empty value", ErrCorrupt)
 	}
@@ -436,23 +439,4 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("field %q has the wrong JSON type %s", typ.Field, typ.Value)
 	}
 	return "invalid JSON"
-}
-
-// DecodeRecord decodes the stored message data of id with sequence number
-// seq into a Record: the message, and the time EncodeMessageAt wrote as
-// Record.Time (zero for a value without one, such as every value stored
-// before memstack recorded times). The time's location follows from its
-// offset: time.UTC for a zero offset, time.Local for the offset Local has
-// at that instant, else an unnamed fixed zone of that offset — the same
-// *time.Location for every value with that offset, so Records decoded
-// from one value are reflect.DeepEqual. Its
-// error wraps DecodeMessage's (and so ErrCorrupt) and names the identity
-// (its Key) and the Seq, which is what a backend reports for a corrupt row
-// or value.
-func DecodeRecord(id memstack.Identity, seq int64, data []byte) (Record, error) {
-	msg, at, err := decode(data)
-	if err != nil {
-		return Record{}, fmt.Errorf("store: message Seq %d of identity %q: %w", seq, id.Key(), err)
-	}
-	return Record{Seq: seq, Message: msg, Time: at}, nil
 }
