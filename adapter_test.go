@@ -100,14 +100,14 @@ func loadString(t *testing.T, ctx context.Context, mem schema.Memory, key string
 	return s
 }
 
-func mustRecentN(t *testing.T, n int, opts ...memories.Option) *memories.RecentN {
+func mustRecentN(t *testing.T, n int, opts ...memories.RecentNOption) *memories.RecentN {
 	t.Helper()
 	m, err := memories.NewRecentN(n, opts...)
 	require.NoError(t, err)
 	return m
 }
 
-func mustTokenWindow(t *testing.T, budget int, opts ...memories.Option) *memories.TokenWindow {
+func mustTokenWindow(t *testing.T, budget int, opts ...memories.TokenWindowOption) *memories.TokenWindow {
 	t.Helper()
 	m, err := memories.NewTokenWindow(budget, opts...)
 	require.NoError(t, err)

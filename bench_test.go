@@ -161,7 +161,7 @@ func quietLog(b *testing.B) {
 	})
 }
 
-func newBufferMem(b *testing.B, n int, opts ...memories.Option) schema.Memory {
+func newBufferMem(b *testing.B, n int, opts ...memories.BufferOption) schema.Memory {
 	m := memories.NewBuffer(opts...)
 	saveTurns(b, m, 0, n/2)
 	warm(b, m)

@@ -637,15 +637,15 @@ func randomStack(t *testing.T, rng *rand.Rand) []stackChild {
 		c := stackChild{key: key, messages: messages, st: st}
 		switch rng.IntN(7) {
 		case 0:
-			c.kind, c.mem = "recent", newRecent(t, 2+rng.IntN(8), opts...)
+			c.kind, c.mem = "recent", newRecent(t, 2+rng.IntN(8), optsAs[memories.RecentNOption](opts)...)
 		case 1:
-			tw, err := memories.NewTokenWindow(20+rng.IntN(200), opts...)
+			tw, err := memories.NewTokenWindow(20+rng.IntN(200), optsAs[memories.TokenWindowOption](opts)...)
 			require.NoError(t, err)
 			c.kind, c.mem = "tokens", tw
 		case 2:
-			c.kind, c.mem = "buffer", memories.NewBuffer(opts...)
+			c.kind, c.mem = "buffer", memories.NewBuffer(optsAs[memories.BufferOption](opts)...)
 		case 3:
-			s, err := memories.NewSummary(summarizer.NewExtractive(), append(opts, memories.WithMaxMessages(4), memories.WithBatchSize(2))...)
+			s, err := memories.NewSummary(summarizer.NewExtractive(), append(optsAs[memories.SummaryOption](opts), memories.WithMaxMessages(4), memories.WithBatchSize(2))...)
 			require.NoError(t, err)
 			c.kind, c.mem = "summary", s
 		case 4:

@@ -199,7 +199,7 @@ func rendered(t *testing.T, msgs ...llms.ChatMessage) string {
 	return s
 }
 
-func newRecent(t *testing.T, n int, opts ...memories.Option) *memories.RecentN {
+func newRecent(t *testing.T, n int, opts ...memories.RecentNOption) *memories.RecentN {
 	t.Helper()
 	r, err := memories.NewRecentN(n, opts...)
 	require.NoError(t, err)

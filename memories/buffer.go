@@ -50,8 +50,8 @@ var (
 
 // NewBuffer returns a Buffer. An invalid option does not panic: the error
 // it causes, naming the option, is returned by every method of the Buffer.
-func NewBuffer(opts ...Option) *Buffer {
-	b := &Buffer{base: newBase("Buffer", 0, opts)}
+func NewBuffer(opts ...BufferOption) *Buffer {
+	b := &Buffer{base: newBase(opts, BufferOption.applyBuffer)}
 	if b.err == nil && b.cfg.cacheSize > 0 {
 		b.cache, _ = lru.New[memstack.Identity, *rendered](b.cfg.cacheSize)
 	}

@@ -51,12 +51,12 @@ func TestBuffer_FullTranscriptAfterManyTurns(t *testing.T) {
 func TestBuffer_IncrementalRenderingFollowsTheStore(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.BufferOption
 	}{
 		{"default cache", nil},
-		{"cache off", []memories.Option{memories.WithCacheSize(0)}},
-		{"cache of one identity", []memories.Option{memories.WithCacheSize(1)}},
-		{"custom prefixes", []memories.Option{memories.WithHumanPrefix("U"), memories.WithAIPrefix("B")}},
+		{"cache off", []memories.BufferOption{memories.WithCacheSize(0)}},
+		{"cache of one identity", []memories.BufferOption{memories.WithCacheSize(1)}},
+		{"custom prefixes", []memories.BufferOption{memories.WithHumanPrefix("U"), memories.WithAIPrefix("B")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hp, ap := "Human", "AI"
@@ -68,8 +68,8 @@ func TestBuffer_IncrementalRenderingFollowsTheStore(t *testing.T) {
 			id := memstack.Identity{Tenant: "t", User: "u", Conversation: "main"}
 			other := memstack.Identity{Tenant: "t", User: "u", Conversation: "other"}
 			ctx, otherCtx := ctIDCtx(id), ctIDCtx(other)
-			b1 := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, tc.opts...)...)
-			b2 := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, tc.opts...)...)
+			b1 := memories.NewBuffer(append([]memories.BufferOption{memories.WithStore(st)}, tc.opts...)...)
+			b2 := memories.NewBuffer(append([]memories.BufferOption{memories.WithStore(st)}, tc.opts...)...)
 
 			step := 0
 			check := func(what string) {

@@ -111,8 +111,15 @@
 // it: it stores every turn again and its windows remove messages
 // (combined.New refuses it).
 //
+// Options are typed (see Option): each type has an option interface
+// (BufferOption, RecentNOption, TokenWindowOption, SummaryOption,
+// FactsOption, RecallOption), a shared option satisfies all of them and a
+// type's own option only its type's, so an option given to a type it does
+// not apply to does not compile.
+//
 // Errors: a constructor that returns an error rejects bad arguments and
-// options with an error wrapping ErrInvalidOption that names the option.
+// option values with an error wrapping ErrInvalidOption that names the
+// option.
 // NewBuffer has no error result (it mirrors langchaingo's
 // NewConversationBuffer); a bad option there makes every method of the
 // Buffer return that error. No method panics on bad input.

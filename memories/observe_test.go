@@ -83,11 +83,11 @@ func TestObserve_BufferRecordsEveryPath(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.BufferOption
 	}{
 		{"cached string", nil},
-		{"uncached string", []memories.Option{memories.WithCacheSize(0)}},
-		{"messages", []memories.Option{memories.WithReturnMessages(true)}},
+		{"uncached string", []memories.BufferOption{memories.WithCacheSize(0)}},
+		{"messages", []memories.BufferOption{memories.WithReturnMessages(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := store.NewInMemory()

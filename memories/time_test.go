@@ -118,7 +118,7 @@ func TestTime_SavesDateTheirMessagesAndReportIt(t *testing.T) {
 func TestTime_ReportedItemsCarryStoredTimes(t *testing.T) {
 	t1 := time.Date(2023, 5, 8, 10, 0, 0, 0, time.UTC)
 	t2 := time.Date(2023, 5, 9, 11, 0, 0, 0, time.FixedZone("", 2*3600))
-	for name, opts := range map[string][]memories.Option{
+	for name, opts := range map[string][]memories.BufferOption{
 		"cached string":   nil,
 		"uncached string": {memories.WithCacheSize(0)},
 		"messages":        {memories.WithReturnMessages(true)},

@@ -292,12 +292,12 @@ func TestBadInput(t *testing.T) {
 	})
 
 	// --- SaveContext, AddMessage, contexts, identities ------------------
-	saveCase := func(name string, opts []memories.Option, in, out map[string]any, want ...string) badCase {
+	saveCase := func(name string, opts []memories.BufferOption, in, out map[string]any, want ...string) badCase {
 		return badCase{
 			name: "SaveContext: " + name,
 			run: func(t *testing.T) (error, func(*testing.T)) {
 				st := store.NewInMemory()
-				m := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, opts...)...)
+				m := memories.NewBuffer(append([]memories.BufferOption{memories.WithStore(st)}, opts...)...)
 				return m.SaveContext(ctxOf(alice), in, out), emptyFor(st, alice)
 			},
 			want: want, is: adapter.ErrInvalidValues,
@@ -306,8 +306,8 @@ func TestBadInput(t *testing.T) {
 	add(
 		saveCase("nil inputs", nil, nil, turnOK, "input values are empty"),
 		saveCase("empty outputs (the valid input is not written)", nil, turnIn, map[string]any{}, "output values are empty"),
-		saveCase("missing input key", []memories.Option{memories.WithInputKey("question")}, turnIn, turnOK, `no key "question"`, `"input"`),
-		saveCase("missing output key", []memories.Option{memories.WithOutputKey("answer")}, turnIn, turnOK, `no key "answer"`, `"output"`),
+		saveCase("missing input key", []memories.BufferOption{memories.WithInputKey("question")}, turnIn, turnOK, `no key "question"`, `"input"`),
+		saveCase("missing output key", []memories.BufferOption{memories.WithOutputKey("answer")}, turnIn, turnOK, `no key "answer"`, `"output"`),
 		saveCase("ambiguous inputs", nil, map[string]any{"input": "a", "context": "b"}, turnOK, "WithInputKey", `"context"`, `"input"`),
 		saveCase("ambiguous outputs", nil, turnIn, map[string]any{"text": "a", "output": "b"}, "WithOutputKey", `"output"`, `"text"`),
 		saveCase("non-string input", nil, map[string]any{"input": 42}, turnOK, `input key "input"`, "int"),
