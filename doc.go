@@ -119,7 +119,7 @@
 //
 // # Example
 //
-//	full := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
+//	full, _ := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
 //	recent, _ := memories.NewRecentN(3, memories.WithMemoryKey("recent"))
 //	mem, _ := combined.New([]schema.Memory{full, recent})
 //

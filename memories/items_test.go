@@ -33,7 +33,7 @@ type itemMemory interface {
 func itemizerCases() []itemizerCase {
 	return []itemizerCase{
 		{"Buffer", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
-			return memories.NewBuffer(append(ctAs[memories.BufferOption](opts), memories.WithStore(st))...)
+			return mustBuffer(append(ctAs[memories.BufferOption](opts), memories.WithStore(st))...)
 		}},
 		{"RecentN", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
 			m, err := memories.NewRecentN(4, append(ctAs[memories.RecentNOption](opts), memories.WithStore(st))...)
@@ -138,7 +138,7 @@ func TestItems_RenderAllIsTheLoadedVariable(t *testing.T) {
 
 func TestItems_ToolCallsShareAGroup(t *testing.T) {
 	ctx := context.Background()
-	m := memories.NewBuffer()
+	m := mustBuffer()
 	for _, msg := range itemsConversation() {
 		require.NoError(t, m.AddMessage(ctx, msg))
 	}

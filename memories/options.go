@@ -16,6 +16,27 @@ import (
 // argument; the message names the option and the value.
 var ErrInvalidOption = errors.New("memories: invalid option")
 
+// BufferOption configures a Buffer (NewBuffer).
+type BufferOption interface{ applyBuffer(*config) }
+
+// RecentNOption configures a RecentN (NewRecentN).
+type RecentNOption interface{ applyRecentN(*config) }
+
+// TokenWindowOption configures a TokenWindow (NewTokenWindow).
+type TokenWindowOption interface{ applyTokenWindow(*config) }
+
+// SummaryOption configures a Summary (NewSummary).
+type SummaryOption interface{ applySummary(*config) }
+
+// FactsOption configures a Facts memory (NewFacts).
+type FactsOption interface{ applyFacts(*config) }
+
+// RecallOption configures a Recall (NewRecall).
+type RecallOption interface{ applyRecall(*config) }
+
+// Option is an option of every memory type: it satisfies each type's
+// option interface.
+//
 // Options are typed, as OpenTelemetry-Go's are: each memory type has an
 // option interface of its own (BufferOption, RecentNOption,
 // TokenWindowOption, SummaryOption, FactsOption, RecallOption), and each
@@ -47,27 +68,6 @@ var ErrInvalidOption = errors.New("memories: invalid option")
 // To keep options in a slice, use the type of the constructor they are
 // for: []memories.SummaryOption{memories.WithStore(st),
 // memories.WithMaxMessages(8)}.
-
-// BufferOption configures a Buffer (NewBuffer).
-type BufferOption interface{ applyBuffer(*config) }
-
-// RecentNOption configures a RecentN (NewRecentN).
-type RecentNOption interface{ applyRecentN(*config) }
-
-// TokenWindowOption configures a TokenWindow (NewTokenWindow).
-type TokenWindowOption interface{ applyTokenWindow(*config) }
-
-// SummaryOption configures a Summary (NewSummary).
-type SummaryOption interface{ applySummary(*config) }
-
-// FactsOption configures a Facts memory (NewFacts).
-type FactsOption interface{ applyFacts(*config) }
-
-// RecallOption configures a Recall (NewRecall).
-type RecallOption interface{ applyRecall(*config) }
-
-// Option is an option of every memory type: it satisfies each type's
-// option interface.
 type Option interface {
 	BufferOption
 	RecentNOption
@@ -316,7 +316,8 @@ func WithTokenCounter(counter tokens.Counter) TokenCounterOption {
 // identity slot) in process memory, least recently used first out
 // (default 1024). 0 turns caching off; a negative size is an error.
 // Caches are only an optimisation: they are checked against the store on
-// every load, so they are never stale.
+// every load, so they are never stale. It is an option of every type;
+// RecentN and Facts keep no such cache, so there it only checks n.
 func WithCacheSize(n int) Option {
 	return sharedOpt(func(c *config) {
 		if n < 0 {

@@ -113,7 +113,7 @@ func TestViews_WindowFromTailIsTheWindowOfAll(t *testing.T) {
 				st := store.NewInMemory()
 				m, err := memories.NewRecentN(6, memories.WithStore(st), memories.WithReturnMessages(true))
 				require.NoError(t, err)
-				ref := memories.NewBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
+				ref := mustBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
 				for i := range history {
 					ctSaveTurn(t, m, ctx, fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
 				}
