@@ -100,14 +100,14 @@ func loadString(t *testing.T, ctx context.Context, mem schema.Memory, key string
 	return s
 }
 
-func mustRecentN(t *testing.T, n int, opts ...memories.Option) *memories.RecentN {
+func mustRecentN(t *testing.T, n int, opts ...memories.RecentNOption) *memories.RecentN {
 	t.Helper()
 	m, err := memories.NewRecentN(n, opts...)
 	require.NoError(t, err)
 	return m
 }
 
-func mustTokenWindow(t *testing.T, budget int, opts ...memories.Option) *memories.TokenWindow {
+func mustTokenWindow(t *testing.T, budget int, opts ...memories.TokenWindowOption) *memories.TokenWindow {
 	t.Helper()
 	m, err := memories.NewTokenWindow(budget, opts...)
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestConversationChainShowsEachMemoryType(t *testing.T) {
 	}{
 		{
 			name:  "Buffer shows every earlier turn",
-			build: func(*testing.T) schema.Memory { return memories.NewBuffer() },
+			build: func(*testing.T) schema.Memory { return mustBuffer() },
 			check: func(t *testing.T, _ context.Context, histories []string, _ schema.Memory) {
 				assert.Empty(t, histories[0], "first turn: nothing to remember yet")
 				assert.Equal(t, full, histories[nTurns-1])
@@ -202,7 +202,7 @@ func TestConversationChainShowsEachMemoryType(t *testing.T) {
 		{
 			name: "CombinedMemory feeds history and keeps its other views",
 			build: func(t *testing.T) schema.Memory {
-				return mustCombined(t, memories.NewBuffer(), mustRecentN(t, 2, memories.WithMemoryKey("recent")))
+				return mustCombined(t, mustBuffer(), mustRecentN(t, 2, memories.WithMemoryKey("recent")))
 			},
 			check: func(t *testing.T, ctx context.Context, histories []string, mem schema.Memory) {
 				assert.Equal(t, full, histories[nTurns-1])
@@ -255,7 +255,7 @@ func TestLLMChainUsesTwoVariablesFromOneCombinedMemory(t *testing.T) {
 	const tpl = "Full transcript:\n{{.chat_history}}\n\nLast three messages:\n{{.recent}}\n\nHuman: {{.input}}\nAI:"
 	prompt := prompts.NewPromptTemplate(tpl, []string{"chat_history", "recent", "input"})
 	mem := mustCombined(t,
-		memories.NewBuffer(memories.WithMemoryKey("chat_history")),
+		mustBuffer(memories.WithMemoryKey("chat_history")),
 		mustRecentN(t, 3, memories.WithMemoryKey("recent")),
 	)
 	llm := newScriptedLLM(as...)
@@ -321,11 +321,11 @@ func TestConversationalAgentWithMemstackMemory(t *testing.T) {
 		name  string
 		build func(t *testing.T) schema.Memory
 	}{
-		{"Buffer", func(*testing.T) schema.Memory { return memories.NewBuffer() }},
+		{"Buffer", func(*testing.T) schema.Memory { return mustBuffer() }},
 		{"RecentN", func(t *testing.T) schema.Memory { return mustRecentN(t, 4) }},
 		{"TokenWindow", func(t *testing.T) schema.Memory { return mustTokenWindow(t, 500) }},
 		{"Combined", func(t *testing.T) schema.Memory {
-			return mustCombined(t, memories.NewBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
+			return mustCombined(t, mustBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
 		}},
 	}
 	for _, tc := range cases {
@@ -378,7 +378,7 @@ func TestConversationalAgentWithMemstackMemory(t *testing.T) {
 func TestAgentReturningIntermediateSteps(t *testing.T) {
 	t.Run("memstack memory needs no output key", func(t *testing.T) {
 		ctx := t.Context()
-		mem := mustCombined(t, memories.NewBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
+		mem := mustCombined(t, mustBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
 		llm := newScriptedLLM(calcScript...)
 		exec := newCalcExecutor(llm, agents.WithMemory(mem), agents.WithReturnIntermediateSteps())
 
@@ -462,7 +462,7 @@ func TestSwapLangchaingoMemoryForMemstack(t *testing.T) {
 	lcAnswers, lcPrompts, err := agentProgram(ctx, lcMem)
 	require.NoError(t, err)
 
-	msMem := mustCombined(t, memories.NewBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
+	msMem := mustCombined(t, mustBuffer(), mustRecentN(t, 3, memories.WithMemoryKey("recent")))
 	msAnswers, msPrompts, err := agentProgram(ctx, msMem)
 	require.NoError(t, err)
 
@@ -534,7 +534,7 @@ func TestConversationChainKeepsIdentitiesApart(t *testing.T) {
 	}
 
 	llm := newFuncLLM(func(prompt string) string { return reply(inputOf(prompt)) })
-	mem := mustCombined(t, memories.NewBuffer(), mustRecentN(t, 4, memories.WithMemoryKey("recent")))
+	mem := mustCombined(t, mustBuffer(), mustRecentN(t, 4, memories.WithMemoryKey("recent")))
 	chain := chains.NewConversation(llm, mem)
 	idCtx := func(u int) context.Context {
 		return memstack.WithIdentity(ctx, memstack.Identity{User: fmt.Sprint(u)})
@@ -595,4 +595,14 @@ func TestConversationChainKeepsIdentitiesApart(t *testing.T) {
 	}
 	// Nothing leaked into the shared default conversation.
 	assert.Empty(t, loadString(t, ctx, mem, "history"))
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

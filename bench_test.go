@@ -161,8 +161,8 @@ func quietLog(b *testing.B) {
 	})
 }
 
-func newBufferMem(b *testing.B, n int, opts ...memories.Option) schema.Memory {
-	m := memories.NewBuffer(opts...)
+func newBufferMem(b *testing.B, n int, opts ...memories.BufferOption) schema.Memory {
+	m := mustBuffer(opts...)
 	saveTurns(b, m, 0, n/2)
 	warm(b, m)
 	return m
@@ -195,7 +195,7 @@ func newCombinedMem(b *testing.B, n int) schema.Memory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(st)), recent})
+	m, err := combined.New([]schema.Memory{mustBuffer(memories.WithStore(st)), recent})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,8 +34,9 @@
 // running summary of everything older, one model call per batch), Facts
 // (durable facts about the user; a new value supersedes the old one, which
 // is kept) and Recall (the past turns most relevant to the current input, dated).
-// The options shared by every type (WithMemoryKey, WithStore, …) live there
-// too.
+// The options live there too, typed per memory type: the shared ones
+// (WithMemoryKey, WithStore, …) serve every type, and an option of another
+// type does not compile.
 //
 // combined stacks memories: combined.New merges the variables of its
 // children, runs them concurrently, and with combined.WithTokenBudget keeps
@@ -118,7 +119,7 @@
 //
 // # Example
 //
-//	full := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
+//	full, _ := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
 //	recent, _ := memories.NewRecentN(3, memories.WithMemoryKey("recent"))
 //	mem, _ := combined.New([]schema.Memory{full, recent})
 //

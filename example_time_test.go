@@ -16,7 +16,11 @@ import (
 func ExampleWithTime() {
 	ctx := context.Background()
 	st := store.NewInMemory()
-	mem := memories.NewBuffer(memories.WithStore(st))
+	mem, err := memories.NewBuffer(memories.WithStore(st))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	history := []struct {
 		at       time.Time

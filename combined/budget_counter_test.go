@@ -15,7 +15,6 @@ import (
 	"github.com/tmc/langchaingo/schema"
 
 	"github.com/memstack/memstack/combined"
-	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
 )
@@ -54,7 +53,7 @@ func (cbPanickyLines) CountTokens(s string) int {
 // langchaingo memory's messages and a plain string variable.
 func cbStacks() map[string]func() []schema.Memory {
 	return map[string]func() []schema.Memory{
-		"buffer": func() []schema.Memory { return []schema.Memory{memories.NewBuffer()} },
+		"buffer": func() []schema.Memory { return []schema.Memory{mustBuffer()} },
 		"langchaingo messages": func() []schema.Memory {
 			return []schema.Memory{memory.NewConversationBuffer(memory.WithReturnMessages(true))}
 		},
@@ -110,7 +109,7 @@ func TestBudget_BadCounterFailsTheLoad(t *testing.T) {
 // (the budget records on its parent's recorder) fails the same way.
 func TestBudget_BadCounterInObservedLayer(t *testing.T) {
 	ctx := context.Background()
-	inner := newBudgeted(t, []schema.Memory{memories.NewBuffer()}, 50, []combined.BudgetOption{combined.WithTokenCounter(cbNegativeLines{})})
+	inner := newBudgeted(t, []schema.Memory{mustBuffer()}, 50, []combined.BudgetOption{combined.WithTokenCounter(cbNegativeLines{})})
 	for i := range 50 {
 		in, out := turn(fmt.Sprintf("question number %d", i), fmt.Sprintf("answer number %d", i))
 		require.NoError(t, inner.SaveContext(ctx, in, out))

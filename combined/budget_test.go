@@ -208,7 +208,7 @@ func TestBudgetLargeEnoughLoadsWhatTheChildrenLoad(t *testing.T) {
 				require.NoError(t, err)
 				return []schema.Memory{
 					newRecent(t, 3, memories.WithMemoryKey("recent"), memories.WithReturnMessages(messages)),
-					memories.NewBuffer(memories.WithMemoryKey("full"), memories.WithReturnMessages(messages)),
+					mustBuffer(memories.WithMemoryKey("full"), memories.WithReturnMessages(messages)),
 					tw, sum,
 					memory.NewConversationBuffer(memory.WithMemoryKey("lc"), memory.WithReturnMessages(messages)),
 				}
@@ -325,7 +325,7 @@ func TestBudgetWindowDropsOldestFirstSystemLast(t *testing.T) {
 	ctx := context.Background()
 	c := cl100k(t)
 	st := store.NewInMemory()
-	buf := memories.NewBuffer(memories.WithStore(st))
+	buf := mustBuffer(memories.WithStore(st))
 	var log trimLog
 	m := newBudgeted(t, []schema.Memory{buf}, 1, []combined.BudgetOption{combined.WithTrimHook(log.hook)})
 	sys := llms.SystemChatMessage{Content: "You are a careful assistant."}
@@ -528,7 +528,7 @@ func TestBudgetForeignChildren(t *testing.T) {
 func TestBudgetOverriddenKeyIsNotCounted(t *testing.T) {
 	ctx := context.Background()
 	c := cl100k(t)
-	a := memories.NewBuffer() // "history", overridden by b
+	a := mustBuffer() // "history", overridden by b
 	b, err := memories.NewRecentN(2)
 	require.NoError(t, err)
 	var log trimLog
@@ -588,7 +588,7 @@ func TestBudgetItemizerContractViolations(t *testing.T) {
 func TestBudgetCustomCounter(t *testing.T) {
 	ctx := context.Background()
 	words := tokens.CounterFunc(func(s string) int { return len(strings.Fields(s)) })
-	b := memories.NewBuffer()
+	b := mustBuffer()
 	m := newBudgeted(t, []schema.Memory{b}, 7, []combined.BudgetOption{combined.WithTokenCounter(words)})
 	for _, msg := range []string{"one two three", "four five", "six seven eight"} {
 		require.NoError(t, m.AddMessage(ctx, llms.HumanChatMessage{Content: msg}))
@@ -637,15 +637,15 @@ func randomStack(t *testing.T, rng *rand.Rand) []stackChild {
 		c := stackChild{key: key, messages: messages, st: st}
 		switch rng.IntN(7) {
 		case 0:
-			c.kind, c.mem = "recent", newRecent(t, 2+rng.IntN(8), opts...)
+			c.kind, c.mem = "recent", newRecent(t, 2+rng.IntN(8), optsAs[memories.RecentNOption](opts)...)
 		case 1:
-			tw, err := memories.NewTokenWindow(20+rng.IntN(200), opts...)
+			tw, err := memories.NewTokenWindow(20+rng.IntN(200), optsAs[memories.TokenWindowOption](opts)...)
 			require.NoError(t, err)
 			c.kind, c.mem = "tokens", tw
 		case 2:
-			c.kind, c.mem = "buffer", memories.NewBuffer(opts...)
+			c.kind, c.mem = "buffer", mustBuffer(optsAs[memories.BufferOption](opts)...)
 		case 3:
-			s, err := memories.NewSummary(summarizer.NewExtractive(), append(opts, memories.WithMaxMessages(4), memories.WithBatchSize(2))...)
+			s, err := memories.NewSummary(summarizer.NewExtractive(), append(optsAs[memories.SummaryOption](opts), memories.WithMaxMessages(4), memories.WithBatchSize(2))...)
 			require.NoError(t, err)
 			c.kind, c.mem = "summary", s
 		case 4:
@@ -871,7 +871,7 @@ func TestBudgetExactCountCorrectsAnOptimisticEstimate(t *testing.T) {
 	costly := tokens.CounterFunc(func(s string) int {
 		return len(strings.Fields(s)) + 10*strings.Count(s, "\n")
 	})
-	b := memories.NewBuffer()
+	b := mustBuffer()
 	for i := range 6 {
 		require.NoError(t, b.AddMessage(ctx, llms.HumanChatMessage{Content: fmt.Sprintf("message %d", i)}))
 	}

@@ -25,7 +25,7 @@ func TestBudgetToolGroupAcrossASystemMessage(t *testing.T) {
 		llms.SystemChatMessage{Content: "Tools may be slow today."},
 		result, llms.AIChatMessage{Content: "Sunny."},
 	}
-	buffer := memories.NewBuffer(memories.WithReturnMessages(true))
+	buffer := mustBuffer(memories.WithReturnMessages(true))
 	for _, msg := range msgs {
 		require.NoError(t, buffer.AddMessage(ctx, msg))
 	}

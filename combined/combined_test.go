@@ -199,7 +199,7 @@ func rendered(t *testing.T, msgs ...llms.ChatMessage) string {
 	return s
 }
 
-func newRecent(t *testing.T, n int, opts ...memories.Option) *memories.RecentN {
+func newRecent(t *testing.T, n int, opts ...memories.RecentNOption) *memories.RecentN {
 	t.Helper()
 	r, err := memories.NewRecentN(n, opts...)
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func newCombined(t *testing.T, list []schema.Memory, opts ...combined.Option) *c
 }
 
 func bufferKey(key string) *memories.Buffer {
-	return memories.NewBuffer(memories.WithMemoryKey(key))
+	return mustBuffer(memories.WithMemoryKey(key))
 }
 
 // ---------------------------------------------------------------------------
@@ -240,12 +240,12 @@ func TestNewRejectsInvalidArguments(t *testing.T) {
 		},
 		{
 			name:  "untyped nil child",
-			list:  []schema.Memory{memories.NewBuffer(), nil},
+			list:  []schema.Memory{mustBuffer(), nil},
 			wants: []string{"child 2 of 2 is nil"},
 		},
 		{
 			name:  "typed nil memstack child",
-			list:  []schema.Memory{(*memories.Buffer)(nil), memories.NewBuffer()},
+			list:  []schema.Memory{(*memories.Buffer)(nil), mustBuffer()},
 			wants: []string{"child 1 of 2 is nil"},
 		},
 		{
@@ -260,7 +260,7 @@ func TestNewRejectsInvalidArguments(t *testing.T) {
 		},
 		{
 			name:  "nil option",
-			list:  []schema.Memory{memories.NewBuffer()},
+			list:  []schema.Memory{mustBuffer()},
 			opts:  []combined.Option{combined.WithStrictKeys(), nil},
 			wants: []string{"option 2 of 2 is nil"},
 		},
@@ -550,9 +550,9 @@ func TestLoadMemoryVariablesMergesChildren(t *testing.T) {
 func TestLoadMemoryVariablesLaterChildWins(t *testing.T) {
 	ctx := context.Background()
 	// Same key, same turns, different content: the prefixes differ.
-	newHuman := func() *memories.Buffer { return memories.NewBuffer() }
+	newHuman := func() *memories.Buffer { return mustBuffer() }
 	newUser := func() *memories.Buffer {
-		return memories.NewBuffer(memories.WithHumanPrefix("User"), memories.WithAIPrefix("Bot"))
+		return mustBuffer(memories.WithHumanPrefix("User"), memories.WithAIPrefix("Bot"))
 	}
 	tests := []struct {
 		name          string
@@ -787,7 +787,7 @@ func TestStringNestedCombinedIndentsEachLevel(t *testing.T) {
 
 func TestMixedChildrenAfterFiveTurns(t *testing.T) {
 	ctx := context.Background()
-	full := memories.NewBuffer()
+	full := mustBuffer()
 	recent := newRecent(t, 3, memories.WithMemoryKey("recent"))
 	lc := memory.NewConversationWindowBuffer(2, memory.WithMemoryKey("lc"))
 	m := newCombined(t, []schema.Memory{full, recent, lc})
@@ -932,4 +932,14 @@ func TestConcurrentIdentitiesSeeOnlyTheirOwnMessages(t *testing.T) {
 		assert.Equal(t, 2*turns, strings.Count(s, name), name)
 		assert.Equal(t, 2*turns, strings.Count(s, "user-"), name)
 	}
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -22,7 +22,11 @@ func ExampleWithTokenBudget() {
 		fmt.Println(err)
 		return
 	}
-	full := memories.NewBuffer(memories.WithMemoryKey("transcript"))
+	full, err := memories.NewBuffer(memories.WithMemoryKey("transcript"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	mem, err := combined.New([]schema.Memory{recent, full},
 		combined.WithTokenBudget(35, combined.WithTrimHook(func(_ context.Context, t combined.Trim) {
 			fmt.Printf("budget %d, used %d, dropped:\n", t.Budget, t.Tokens)
@@ -80,7 +84,12 @@ func ExampleWithObserver() {
 			fmt.Printf("%s %s: injected %d, dropped %d %v\n", r.Op, r.Layer, len(r.Injected), len(r.Dropped), observe.CountReasons(r.Dropped))
 		}
 	})
-	mem, err := combined.New([]schema.Memory{recent, memories.NewBuffer(memories.WithMemoryKey("full"))}, combined.WithObserver(sink))
+	full, err := memories.NewBuffer(memories.WithMemoryKey("full"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mem, err := combined.New([]schema.Memory{recent, full}, combined.WithObserver(sink))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -17,7 +17,11 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 
-	full := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
+	full, err := memories.NewBuffer(memories.WithMemoryKey("chat_history"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	recent, err := memories.NewRecentN(3, memories.WithMemoryKey("recent"))
 	if err != nil {
 		fmt.Println(err)
@@ -88,7 +92,11 @@ func ExampleNew() {
 // rejected when the memory is built, instead of the later one silently
 // winning at load time.
 func ExampleWithStrictKeys() {
-	full := memories.NewBuffer()          // loads "history"
+	full, err := memories.NewBuffer() // loads "history"
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	recent, err := memories.NewRecentN(3) // also loads "history"
 	if err != nil {
 		fmt.Println(err)

@@ -93,14 +93,24 @@ type observedStack struct {
 	user                 *userMemory
 }
 
+// optsAs converts options of every type (memories.Option) to the option
+// type O of one constructor.
+func optsAs[O any](opts []memories.Option) []O {
+	out := make([]O, len(opts))
+	for i, o := range opts {
+		out[i] = any(o).(O)
+	}
+	return out
+}
+
 func newObservedStack(t *testing.T, opts ...memories.Option) *observedStack {
 	t.Helper()
 	s := &observedStack{recent: store.NewInMemory(), tw: store.NewInMemory(), buf: store.NewInMemory(), sum: store.NewInMemory(), model: &llmDouble{}}
-	r := newRecent(t, 2, append(opts, memories.WithStore(s.recent), memories.WithMemoryKey("recent"))...)
-	tw, err := memories.NewTokenWindow(1000, append(opts, memories.WithStore(s.tw), memories.WithMemoryKey("tw"))...)
+	r := newRecent(t, 2, append(optsAs[memories.RecentNOption](opts), memories.WithStore(s.recent), memories.WithMemoryKey("recent"))...)
+	tw, err := memories.NewTokenWindow(1000, append(optsAs[memories.TokenWindowOption](opts), memories.WithStore(s.tw), memories.WithMemoryKey("tw"))...)
 	require.NoError(t, err)
-	buf := memories.NewBuffer(append(opts, memories.WithStore(s.buf), memories.WithMemoryKey("buf"))...)
-	sum, err := memories.NewSummary(summarizer.New(s.model), append(opts, memories.WithStore(s.sum), memories.WithMemoryKey("sum"),
+	buf := mustBuffer(append(optsAs[memories.BufferOption](opts), memories.WithStore(s.buf), memories.WithMemoryKey("buf"))...)
+	sum, err := memories.NewSummary(summarizer.New(s.model), append(optsAs[memories.SummaryOption](opts), memories.WithStore(s.sum), memories.WithMemoryKey("sum"),
 		memories.WithMaxMessages(2), memories.WithBatchSize(2))...)
 	require.NoError(t, err)
 	s.user = newUserMemory("user")
@@ -402,7 +412,7 @@ func BenchmarkLoadObservation(b *testing.B) {
 	build := func(opts ...combined.Option) *combined.Memory {
 		r, _ := memories.NewRecentN(10, memories.WithMemoryKey("recent"))
 		tw, _ := memories.NewTokenWindow(500, memories.WithMemoryKey("tw"))
-		m, err := combined.New([]schema.Memory{r, tw, memories.NewBuffer(memories.WithMemoryKey("full"))}, opts...)
+		m, err := combined.New([]schema.Memory{r, tw, mustBuffer(memories.WithMemoryKey("full"))}, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestNewChecksLayersSharingAStore(t *testing.T) {
 		{"one store, no retention", func(st store.Store) []schema.Memory {
 			r, _ := memories.NewRecentN(6, memories.WithStore(st))
 			rc, _ := memories.NewRecall(memories.WithStore(st))
-			return []schema.Memory{r, rc, memories.NewBuffer(memories.WithStore(st), memories.WithMemoryKey("all"))}
+			return []schema.Memory{r, rc, mustBuffer(memories.WithStore(st), memories.WithMemoryKey("all"))}
 		}, nil, ""},
 		{"a retention that keeps what the other reads", func(st store.Store) []schema.Memory {
 			r, _ := memories.NewRecentN(3, memories.WithStore(st), memories.WithRetention(memories.KeepLast(8)))
@@ -52,7 +52,7 @@ func TestNewChecksLayersSharingAStore(t *testing.T) {
 			`layer "short" (*memories.RecentN) removes messages from the store it shares with layer "wide" (*memories.RecentN) (*store.InMemory): its retention keeps the newest 3 non-system messages, and layer "wide" (*memories.RecentN) reads the newest 5 messages`},
 		{"a Summary retention next to a Buffer", func(st store.Store) []schema.Memory {
 			s, _ := memories.NewSummary(summarizerFunc(nil), memories.WithStore(st), memories.WithRetention(memories.KeepLast(0)))
-			return []schema.Memory{memories.NewBuffer(memories.WithStore(st), memories.WithMemoryKey("all")), s}
+			return []schema.Memory{mustBuffer(memories.WithStore(st), memories.WithMemoryKey("all")), s}
 		}, nil, `layer "2:Summary" (*memories.Summary) removes messages from the store it shares with layer "1:Buffer" (*memories.Buffer)`},
 		{"two Facts layers on one store", func(st store.Store) []schema.Memory {
 			f1, _ := memories.NewFacts(noFacts, memories.WithStore(st))
@@ -61,7 +61,7 @@ func TestNewChecksLayersSharingAStore(t *testing.T) {
 		}, nil, `layer "1:Facts" (*memories.Facts) and layer "2:Facts" (*memories.Facts) both keep the state "facts" in one store`},
 		{"a retention next to a nested stack on the same store", func(st store.Store) []schema.Memory {
 			r, _ := memories.NewRecentN(3, memories.WithStore(st), memories.WithRetention(memories.KeepLast(3)))
-			inner, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(st), memories.WithMemoryKey("all"))})
+			inner, err := combined.New([]schema.Memory{mustBuffer(memories.WithStore(st), memories.WithMemoryKey("all"))})
 			require.NoError(t, err)
 			return []schema.Memory{r, inner}
 		}, nil, `layer "1:RecentN" (*memories.RecentN) removes messages from the store it shares with layer "2:Memory" (*combined.Memory)`},
@@ -90,7 +90,7 @@ func TestNewChecksLayersSharingAStore(t *testing.T) {
 
 func TestNewComparesStoresWithoutPanicking(t *testing.T) {
 	inner := taggedStore{InMemory: store.NewInMemory()}
-	a := memories.NewBuffer(memories.WithStore(wrapped{inner}))
+	a := mustBuffer(memories.WithStore(wrapped{inner}))
 	b, err := memories.NewRecentN(3, memories.WithStore(wrapped{inner}), memories.WithMemoryKey("recent"), memories.WithRetention(memories.KeepLast(3)))
 	require.NoError(t, err)
 	require.NotPanics(t, func() {

@@ -27,15 +27,11 @@ type base struct {
 	checkID func(memstack.Identity) error
 }
 
-func newBase(typ string, allowed optKinds, opts []Option) base {
-	cfg := newConfig(opts)
-	errs := cfg.errs
-	for _, o := range cfg.scoped {
-		if o.kinds&allowed == 0 {
-			errs = append(errs, fmt.Errorf("%w: %s does not apply to a %s (it is an option of %s)", ErrInvalidOption, o.name, typ, o.kinds))
-		}
-	}
-	return base{cfg: cfg, err: errors.Join(errs...)}
+// newBase configures a memory from opts, each applied by apply (the method
+// of the constructor's option interface); a bad option is b.err.
+func newBase[O any](opts []O, apply func(O, *config)) base {
+	cfg := newConfig(opts, apply)
+	return base{cfg: cfg, err: errors.Join(cfg.errs...)}
 }
 
 var errNilContext = errors.New("memstack: nil context")

@@ -48,14 +48,21 @@ var (
 	_ fmt.Stringer  = (*Buffer)(nil)
 )
 
-// NewBuffer returns a Buffer. An invalid option does not panic: the error
-// it causes, naming the option, is returned by every method of the Buffer.
-func NewBuffer(opts ...Option) *Buffer {
-	b := &Buffer{base: newBase("Buffer", 0, opts)}
-	if b.err == nil && b.cfg.cacheSize > 0 {
+// NewBuffer returns a Buffer. A bad option value (WithStore(nil), an empty
+// WithMemoryKey, a negative WithCacheSize, a nil option...) is an error
+// wrapping ErrInvalidOption that names the option, as for every other
+// memory type; it never panics. (langchaingo's NewConversationBuffer has
+// no error result because none of its options can fail; memstack's can,
+// so NewBuffer reports it here rather than from every later call.)
+func NewBuffer(opts ...BufferOption) (*Buffer, error) {
+	b := &Buffer{base: newBase(opts, BufferOption.applyBuffer)}
+	if b.err != nil {
+		return nil, b.err
+	}
+	if b.cfg.cacheSize > 0 {
 		b.cache, _ = lru.New[memstack.Identity, *rendered](b.cfg.cacheSize)
 	}
-	return b
+	return b, nil
 }
 
 // SaveContext stores the turn: the user's message from inputs and the

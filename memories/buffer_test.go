@@ -17,8 +17,8 @@ import (
 
 func TestBuffer_FullTranscriptAfterManyTurns(t *testing.T) {
 	ctx := ctIDCtx(memstack.Identity{Tenant: "t", User: "u"})
-	b := memories.NewBuffer()
-	msgsMode := memories.NewBuffer(memories.WithReturnMessages(true))
+	b := mustBuffer()
+	msgsMode := mustBuffer(memories.WithReturnMessages(true))
 	lc := memory.NewConversationBuffer()
 
 	want := []llms.ChatMessage{llms.SystemChatMessage{Content: "Be brief."}}
@@ -51,12 +51,12 @@ func TestBuffer_FullTranscriptAfterManyTurns(t *testing.T) {
 func TestBuffer_IncrementalRenderingFollowsTheStore(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.BufferOption
 	}{
 		{"default cache", nil},
-		{"cache off", []memories.Option{memories.WithCacheSize(0)}},
-		{"cache of one identity", []memories.Option{memories.WithCacheSize(1)}},
-		{"custom prefixes", []memories.Option{memories.WithHumanPrefix("U"), memories.WithAIPrefix("B")}},
+		{"cache off", []memories.BufferOption{memories.WithCacheSize(0)}},
+		{"cache of one identity", []memories.BufferOption{memories.WithCacheSize(1)}},
+		{"custom prefixes", []memories.BufferOption{memories.WithHumanPrefix("U"), memories.WithAIPrefix("B")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hp, ap := "Human", "AI"
@@ -68,8 +68,8 @@ func TestBuffer_IncrementalRenderingFollowsTheStore(t *testing.T) {
 			id := memstack.Identity{Tenant: "t", User: "u", Conversation: "main"}
 			other := memstack.Identity{Tenant: "t", User: "u", Conversation: "other"}
 			ctx, otherCtx := ctIDCtx(id), ctIDCtx(other)
-			b1 := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, tc.opts...)...)
-			b2 := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, tc.opts...)...)
+			b1 := mustBuffer(append([]memories.BufferOption{memories.WithStore(st)}, tc.opts...)...)
+			b2 := mustBuffer(append([]memories.BufferOption{memories.WithStore(st)}, tc.opts...)...)
 
 			step := 0
 			check := func(what string) {
@@ -193,7 +193,7 @@ func TestBuffer_RendersEveryMessageTypeLikeGetBufferString(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			b := memories.NewBuffer(memories.WithHumanPrefix(tc.hp), memories.WithAIPrefix(tc.ap))
+			b := mustBuffer(memories.WithHumanPrefix(tc.hp), memories.WithAIPrefix(tc.ap))
 			for i, m := range msgs {
 				require.NoError(t, b.AddMessage(ctx, m))
 				assert.Equal(t, ctRender(t, msgs[:i+1], tc.hp, tc.ap), ctLoadString(t, b, ctx), "after %d messages", i+1)
@@ -216,7 +216,7 @@ func TestBuffer_HistoryChangedBehindItsBack(t *testing.T) {
 	h := memory.NewChatMessageHistory()
 	st, err := store.FromHistory(h, id)
 	require.NoError(t, err)
-	b := memories.NewBuffer(memories.WithStore(st))
+	b := mustBuffer(memories.WithStore(st))
 	ctSaveTurn(t, b, ctx, "q1", "a1")
 	assert.Equal(t, "Human: q1\nAI: a1", ctLoadString(t, b, ctx))
 
@@ -235,7 +235,7 @@ func TestBuffer_HistoryChangedBehindItsBack(t *testing.T) {
 }
 
 func TestBuffer_ManyIdentitiesWithSmallCache(t *testing.T) {
-	b := memories.NewBuffer(memories.WithCacheSize(2))
+	b := mustBuffer(memories.WithCacheSize(2))
 	want := map[int][]llms.ChatMessage{}
 	for round := range 5 {
 		for u := range 7 {

@@ -84,7 +84,7 @@ func TestSummary_ClearDefeatsAFoldInFlight(t *testing.T) {
 				ctx := context.Background()
 				st := store.NewInMemory()
 				g := newGate()
-				opts := []memories.Option{memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2), memories.WithRetryBackoff(0, 0)}
+				opts := []memories.SummaryOption{memories.WithStore(st), memories.WithMaxMessages(4), memories.WithBatchSize(2), memories.WithRetryBackoff(0, 0)}
 				a, err := memories.NewSummary(gatedSummarizer{g}, append(opts, memories.WithBackground(true))...)
 				require.NoError(t, err)
 				defer a.Close()

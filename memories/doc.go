@@ -111,11 +111,17 @@
 // it: it stores every turn again and its windows remove messages
 // (combined.New refuses it).
 //
-// Errors: a constructor that returns an error rejects bad arguments and
-// options with an error wrapping ErrInvalidOption that names the option.
-// NewBuffer has no error result (it mirrors langchaingo's
-// NewConversationBuffer); a bad option there makes every method of the
-// Buffer return that error. No method panics on bad input.
+// Options are typed (see Option): each type has an option interface
+// (BufferOption, RecentNOption, TokenWindowOption, SummaryOption,
+// FactsOption, RecallOption), a shared option satisfies all of them and a
+// type's own option only its type's, so an option given to a type it does
+// not apply to does not compile.
+//
+// Errors: every constructor, NewBuffer included, rejects bad arguments
+// and option values with an error wrapping ErrInvalidOption that names the
+// option. (langchaingo's NewConversationBuffer has no error result because
+// none of its options can fail; memstack's can, so NewBuffer has one.) No
+// constructor or method panics on bad input.
 //
 // Concurrency: every memory is safe for concurrent use; a cancelled
 // context is honoured before any work is done.

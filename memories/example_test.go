@@ -14,7 +14,11 @@ import (
 func ExampleNewBuffer() {
 	ctx := memstack.WithIdentity(context.Background(),
 		memstack.Identity{Tenant: "acme", User: "u42", Conversation: "c7"})
-	mem := memories.NewBuffer()
+	mem, err := memories.NewBuffer()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	_ = mem.SaveContext(ctx, map[string]any{"input": "Hi, I'm Ana."}, map[string]any{"text": "Hello Ana!"})
 	_ = mem.SaveContext(ctx, map[string]any{"input": "What's my name?"}, map[string]any{"text": "Ana."})
@@ -85,7 +89,11 @@ func ExampleNewTokenWindow() {
 
 func ExampleBuffer_AddMessage() {
 	ctx := context.Background()
-	mem := memories.NewBuffer(memories.WithHumanPrefix("User"), memories.WithAIPrefix("Assistant"))
+	mem, err := memories.NewBuffer(memories.WithHumanPrefix("User"), memories.WithAIPrefix("Assistant"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	_ = mem.AddMessage(ctx, llms.SystemChatMessage{Content: "You can look up the weather."})
 	_ = mem.AddMessage(ctx, llms.HumanChatMessage{Content: "Weather in Oslo?"})
@@ -100,7 +108,7 @@ func ExampleBuffer_AddMessage() {
 	fmt.Println(vars["history"])
 
 	// Only langchaingo's message types can be stored.
-	err := mem.AddMessage(ctx, nil)
+	err = mem.AddMessage(ctx, nil)
 	fmt.Println(err != nil)
 	// Output:
 	// system: You can look up the weather.

@@ -333,42 +333,39 @@ func (errFactsClosed) Is(target error) bool { return target == ErrClosed }
 
 // WithMaxPerTurn sets how many facts a Facts memory keeps from one turn
 // (default 5). n < 1 is an error.
-func WithMaxPerTurn(n int) Option {
-	return func(c *config) {
-		c.scope("WithMaxPerTurn", kindFactsOpt)
+func WithMaxPerTurn(n int) FactsOption {
+	return factsOpt(func(c *config) {
 		if n < 1 {
 			c.bad("WithMaxPerTurn(%d): n must be at least 1", n)
 			return
 		}
 		c.facts.maxPerTurn = n
-	}
+	})
 }
 
 // WithMaxFacts sets how many facts a Facts memory shows at most (default
 // 20). n < 1 is an error.
-func WithMaxFacts(n int) Option {
-	return func(c *config) {
-		c.scope("WithMaxFacts", kindFactsOpt)
+func WithMaxFacts(n int) FactsOption {
+	return factsOpt(func(c *config) {
 		if n < 1 {
 			c.bad("WithMaxFacts(%d): n must be at least 1", n)
 			return
 		}
 		c.facts.maxFacts = n
-	}
+	})
 }
 
 // WithFactTokens sets how many tokens the facts a Facts memory shows may
 // take at most (default 300), counted with WithTokenCounter's counter.
 // n < 1 is an error.
-func WithFactTokens(n int) Option {
-	return func(c *config) {
-		c.scope("WithFactTokens", kindFactsOpt)
+func WithFactTokens(n int) FactsOption {
+	return factsOpt(func(c *config) {
 		if n < 1 {
 			c.bad("WithFactTokens(%d): n must be at least 1", n)
 			return
 		}
 		c.facts.tokens = n
-	}
+	})
 }
 
 // WithClock sets the clock a Facts memory dates, in UTC, the messages it
@@ -376,15 +373,14 @@ func WithFactTokens(n int) Option {
 // and the facts from messages stored without a time (default time.Now);
 // tests use it for reproducible ValidFrom and ValidTo. A nil clock is an
 // error.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		c.scope("WithClock", kindFactsOpt)
+func WithClock(now func() time.Time) FactsOption {
+	return factsOpt(func(c *config) {
 		if now == nil {
 			c.bad("WithClock(nil): the clock must not be nil")
 			return
 		}
 		c.facts.clock = now
-	}
+	})
 }
 
 // WithFactsHook sets a function that a Facts memory calls after each
@@ -393,15 +389,14 @@ func WithClock(now func() time.Time) Option {
 // background goroutine otherwise — possibly concurrently for different
 // identities; it must be quick and safe for concurrent use. A nil hook is
 // an error.
-func WithFactsHook(hook func(FactsEvent)) Option {
-	return func(c *config) {
-		c.scope("WithFactsHook", kindFactsOpt)
+func WithFactsHook(hook func(FactsEvent)) FactsOption {
+	return factsOpt(func(c *config) {
 		if hook == nil {
 			c.bad("WithFactsHook(nil): the hook must not be nil")
 			return
 		}
 		c.facts.hook = hook
-	}
+	})
 }
 
 // WithFactsPerUser keeps a Facts memory's facts per Tenant and User rather
@@ -413,26 +408,24 @@ func WithFactsHook(hook func(FactsEvent)) Option {
 // removes the facts identity after the conversations, so an extraction
 // racing with it goes too); a store-level Clear or Forget of one
 // conversation removes its messages only. See Facts.
-func WithFactsPerUser(perUser bool) Option {
-	return func(c *config) {
-		c.scope("WithFactsPerUser", kindFactsOpt)
+func WithFactsPerUser(perUser bool) FactsOption {
+	return factsOpt(func(c *config) {
 		c.facts.perUser = perUser
-	}
+	})
 }
 
 // WithExtractTimeout bounds each extractor call of a Facts memory (default:
 // no bound other than the caller's context). A call that takes longer is
 // cancelled and reported as a failure; the turn stays stored. d < 0 is an
 // error; 0 means no bound.
-func WithExtractTimeout(d time.Duration) Option {
-	return func(c *config) {
-		c.scope("WithExtractTimeout", kindFactsOpt)
+func WithExtractTimeout(d time.Duration) FactsOption {
+	return factsOpt(func(c *config) {
 		if d < 0 {
 			c.bad("WithExtractTimeout(%v): the timeout must not be negative", d)
 			return
 		}
 		c.facts.timeout = d
-	}
+	})
 }
 
 // NewFacts returns a Facts memory that finds facts with ext. A nil ext is
@@ -442,7 +435,7 @@ func WithExtractTimeout(d time.Duration) Option {
 // another. The options that apply: the shared ones (WithMemoryKey,
 // WithReturnMessages, keys, prefixes, identities, WithStore,
 // WithTokenCounter), WithBackground, and the Facts options above.
-func NewFacts(ext extract.Extractor, opts ...Option) (*Facts, error) {
+func NewFacts(ext extract.Extractor, opts ...FactsOption) (*Facts, error) {
 	if ext == nil {
 		return nil, fmt.Errorf("%w: NewFacts: the extractor is nil", ErrInvalidOption)
 	}
@@ -451,15 +444,15 @@ func NewFacts(ext extract.Extractor, opts ...Option) (*Facts, error) {
 	}
 	// The default key goes first so that WithMemoryKey overrides it; nil
 	// options are reported here with their own position.
-	all := make([]Option, 0, len(opts)+1)
-	all = append(all, func(c *config) { c.memoryKey = DefaultFactsMemoryKey })
+	all := make([]FactsOption, 0, len(opts)+1)
+	all = append(all, factsOpt(func(c *config) { c.memoryKey = DefaultFactsMemoryKey }))
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: NewFacts: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
 		all = append(all, o)
 	}
-	m := &Facts{base: newBase("Facts", kindFactsOpt, all), ext: ext, ids: make(map[identity]*factsEntry)}
+	m := &Facts{base: newBase(all, FactsOption.applyFacts), ext: ext, ids: make(map[identity]*factsEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -63,7 +63,7 @@ func fcPatterns(t testing.TB) *extract.Patterns {
 	return p
 }
 
-func fcNew(t testing.TB, ext extract.Extractor, opts ...memories.Option) *memories.Facts {
+func fcNew(t testing.TB, ext extract.Extractor, opts ...memories.FactsOption) *memories.Facts {
 	t.Helper()
 	m, err := memories.NewFacts(ext, opts...)
 	require.NoError(t, err)
@@ -160,21 +160,21 @@ func TestNewFacts_Invalid(t *testing.T) {
 	cases := []struct {
 		name string
 		ext  extract.Extractor
-		opts []memories.Option
+		opts []memories.FactsOption
 		want string
 	}{
 		{"nil extractor", nil, nil, "NewFacts: the extractor is nil"},
 		{"typed nil extractor", nilPatterns, nil, "the extractor is a nil *extract.Patterns"},
 		{"nil extractor func", nilFunc, nil, "the extractor is a nil extract.ExtractorFunc"},
-		{"nil option", p, []memories.Option{memories.WithMaxFacts(3), nil}, "option 2 of 2 is nil"},
-		{"max per turn 0", p, []memories.Option{memories.WithMaxPerTurn(0)}, "WithMaxPerTurn(0)"},
-		{"max per turn negative", p, []memories.Option{memories.WithMaxPerTurn(-2)}, "WithMaxPerTurn(-2)"},
-		{"max facts 0", p, []memories.Option{memories.WithMaxFacts(0)}, "WithMaxFacts(0)"},
-		{"fact tokens 0", p, []memories.Option{memories.WithFactTokens(0)}, "WithFactTokens(0)"},
-		{"nil clock", p, []memories.Option{memories.WithClock(nil)}, "WithClock(nil)"},
-		{"nil hook", p, []memories.Option{memories.WithFactsHook(nil)}, "WithFactsHook(nil)"},
-		{"negative timeout", p, []memories.Option{memories.WithExtractTimeout(-time.Second)}, "WithExtractTimeout(-1s)"},
-		{"shared option", p, []memories.Option{memories.WithMemoryKey("")}, "WithMemoryKey"},
+		{"nil option", p, []memories.FactsOption{memories.WithMaxFacts(3), nil}, "option 2 of 2 is nil"},
+		{"max per turn 0", p, []memories.FactsOption{memories.WithMaxPerTurn(0)}, "WithMaxPerTurn(0)"},
+		{"max per turn negative", p, []memories.FactsOption{memories.WithMaxPerTurn(-2)}, "WithMaxPerTurn(-2)"},
+		{"max facts 0", p, []memories.FactsOption{memories.WithMaxFacts(0)}, "WithMaxFacts(0)"},
+		{"fact tokens 0", p, []memories.FactsOption{memories.WithFactTokens(0)}, "WithFactTokens(0)"},
+		{"nil clock", p, []memories.FactsOption{memories.WithClock(nil)}, "WithClock(nil)"},
+		{"nil hook", p, []memories.FactsOption{memories.WithFactsHook(nil)}, "WithFactsHook(nil)"},
+		{"negative timeout", p, []memories.FactsOption{memories.WithExtractTimeout(-time.Second)}, "WithExtractTimeout(-1s)"},
+		{"shared option", p, []memories.FactsOption{memories.WithMemoryKey("")}, "WithMemoryKey"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,13 +290,13 @@ func TestFacts_MaxPerTurn(t *testing.T) {
 	cands = append(cands, extract.Candidate{Subject: "user", Attribute: "a0", Value: "restated"})
 	cases := []struct {
 		name    string
-		opts    []memories.Option
+		opts    []memories.FactsOption
 		want    []string
 		dropped int
 	}{
 		{"default 5", nil, []string{"user a0=restated", "user a1=v1", "user a2=v2", "user a3=v3", "user a4=v4"}, 4},
-		{"2", []memories.Option{memories.WithMaxPerTurn(2)}, []string{"user a0=restated", "user a1=v1"}, 7},
-		{"20", []memories.Option{memories.WithMaxPerTurn(20)}, []string{"user a0=restated", "user a1=v1", "user a2=v2", "user a3=v3", "user a4=v4", "user a5=v5", "user a6=v6", "user a7=v7"}, 1},
+		{"2", []memories.FactsOption{memories.WithMaxPerTurn(2)}, []string{"user a0=restated", "user a1=v1"}, 7},
+		{"20", []memories.FactsOption{memories.WithMaxPerTurn(20)}, []string{"user a0=restated", "user a1=v1", "user a2=v2", "user a3=v3", "user a4=v4", "user a5=v5", "user a6=v6", "user a7=v7"}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -374,8 +374,8 @@ func TestFacts_TurnsAndMessageTypes(t *testing.T) {
 func TestFacts_CapsByCountAndTokens(t *testing.T) {
 	clock := fcNewClock()
 	words := tokens.CounterFunc(func(s string) int { return len(strings.Fields(s)) })
-	seed := func(t *testing.T, opts ...memories.Option) *memories.Facts {
-		m := fcNew(t, fcPatterns(t), append([]memories.Option{memories.WithClock(clock.Now), memories.WithTokenCounter(words)}, opts...)...)
+	seed := func(t *testing.T, opts ...memories.FactsOption) *memories.Facts {
+		m := fcNew(t, fcPatterns(t), append([]memories.FactsOption{memories.WithClock(clock.Now), memories.WithTokenCounter(words)}, opts...)...)
 		ctx := context.Background()
 		for _, topic := range []string{"tea", "jazz", "chess", "rain", "maps"} {
 			clock.Advance(time.Hour)
@@ -387,17 +387,17 @@ func TestFacts_CapsByCountAndTokens(t *testing.T) {
 	// words; with its line break 8 tokens.
 	cases := []struct {
 		name    string
-		opts    []memories.Option
+		opts    []memories.FactsOption
 		shown   []string
 		dropped []string
 		tokens  int
 	}{
 		{"all", nil, []string{"maps", "rain", "chess", "jazz", "tea"}, nil, 40},
-		{"count", []memories.Option{memories.WithMaxFacts(3)}, []string{"maps", "rain", "chess"}, []string{"jazz", "tea"}, 24},
-		{"tokens", []memories.Option{memories.WithFactTokens(17)}, []string{"maps", "rain"}, []string{"chess", "jazz", "tea"}, 16},
-		{"tokens exact fit", []memories.Option{memories.WithFactTokens(16)}, []string{"maps", "rain"}, []string{"chess", "jazz", "tea"}, 16},
-		{"nothing fits", []memories.Option{memories.WithFactTokens(7)}, nil, []string{"maps", "rain", "chess", "jazz", "tea"}, 0},
-		{"both", []memories.Option{memories.WithFactTokens(100), memories.WithMaxFacts(1)}, []string{"maps"}, []string{"rain", "chess", "jazz", "tea"}, 8},
+		{"count", []memories.FactsOption{memories.WithMaxFacts(3)}, []string{"maps", "rain", "chess"}, []string{"jazz", "tea"}, 24},
+		{"tokens", []memories.FactsOption{memories.WithFactTokens(17)}, []string{"maps", "rain"}, []string{"chess", "jazz", "tea"}, 16},
+		{"tokens exact fit", []memories.FactsOption{memories.WithFactTokens(16)}, []string{"maps", "rain"}, []string{"chess", "jazz", "tea"}, 16},
+		{"nothing fits", []memories.FactsOption{memories.WithFactTokens(7)}, nil, []string{"maps", "rain", "chess", "jazz", "tea"}, 0},
+		{"both", []memories.FactsOption{memories.WithFactTokens(100), memories.WithMaxFacts(1)}, []string{"maps"}, []string{"rain", "chess", "jazz", "tea"}, 8},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -608,7 +608,7 @@ func TestFacts_FailuresAreReportedAndTheTurnIsSaved(t *testing.T) {
 	cases := []struct {
 		name string
 		ext  extract.Extractor
-		opts []memories.Option
+		opts []memories.FactsOption
 		is   error
 		text string
 	}{
@@ -619,11 +619,11 @@ func TestFacts_FailuresAreReportedAndTheTurnIsSaved(t *testing.T) {
 		{"timeout", extract.ExtractorFunc(func(ctx context.Context, _ []llms.ChatMessage) ([]extract.Candidate, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
-		}), []memories.Option{memories.WithExtractTimeout(20 * time.Millisecond)}, context.DeadlineExceeded, "deadline"},
+		}), []memories.FactsOption{memories.WithExtractTimeout(20 * time.Millisecond)}, context.DeadlineExceeded, "deadline"},
 		{"late answer past the timeout", extract.ExtractorFunc(func(ctx context.Context, _ []llms.ChatMessage) ([]extract.Candidate, error) {
 			<-ctx.Done()
 			return []extract.Candidate{{Subject: "user", Attribute: "name", Value: "Late"}}, nil
-		}), []memories.Option{memories.WithExtractTimeout(20 * time.Millisecond)}, context.DeadlineExceeded, "deadline"},
+		}), []memories.FactsOption{memories.WithExtractTimeout(20 * time.Millisecond)}, context.DeadlineExceeded, "deadline"},
 		{"panic", extract.ExtractorFunc(func(context.Context, []llms.ChatMessage) ([]extract.Candidate, error) {
 			panic("bug")
 		}), nil, nil, "panicked: bug"},

@@ -23,7 +23,7 @@ func TestBuffer_HistoryReplacedAtTheSameLength(t *testing.T) {
 	h := memory.NewChatMessageHistory()
 	st, err := store.FromHistory(h, memstack.Identity{})
 	require.NoError(t, err)
-	buf := memories.NewBuffer(memories.WithStore(st))
+	buf := mustBuffer(memories.WithStore(st))
 	require.NoError(t, buf.SaveContext(ctx, map[string]any{"input": "card 4111"}, map[string]any{"output": "noted"}))
 	vars, err := buf.LoadMemoryVariables(ctx, nil)
 	require.NoError(t, err)

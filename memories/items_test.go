@@ -33,20 +33,20 @@ type itemMemory interface {
 func itemizerCases() []itemizerCase {
 	return []itemizerCase{
 		{"Buffer", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
-			return memories.NewBuffer(append(opts, memories.WithStore(st))...)
+			return mustBuffer(append(ctAs[memories.BufferOption](opts), memories.WithStore(st))...)
 		}},
 		{"RecentN", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
-			m, err := memories.NewRecentN(4, append(opts, memories.WithStore(st))...)
+			m, err := memories.NewRecentN(4, append(ctAs[memories.RecentNOption](opts), memories.WithStore(st))...)
 			require.NoError(t, err)
 			return m
 		}},
 		{"TokenWindow", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
-			m, err := memories.NewTokenWindow(60, append(opts, memories.WithStore(st))...)
+			m, err := memories.NewTokenWindow(60, append(ctAs[memories.TokenWindowOption](opts), memories.WithStore(st))...)
 			require.NoError(t, err)
 			return m
 		}},
 		{"Summary", func(t *testing.T, st store.Store, opts ...memories.Option) itemMemory {
-			m, err := memories.NewSummary(summarizer.NewExtractive(), append(opts, memories.WithStore(st), memories.WithMaxMessages(3), memories.WithBatchSize(2))...)
+			m, err := memories.NewSummary(summarizer.NewExtractive(), append(ctAs[memories.SummaryOption](opts), memories.WithStore(st), memories.WithMaxMessages(3), memories.WithBatchSize(2))...)
 			require.NoError(t, err)
 			return m
 		}},
@@ -138,7 +138,7 @@ func TestItems_RenderAllIsTheLoadedVariable(t *testing.T) {
 
 func TestItems_ToolCallsShareAGroup(t *testing.T) {
 	ctx := context.Background()
-	m := memories.NewBuffer()
+	m := mustBuffer()
 	for _, msg := range itemsConversation() {
 		require.NoError(t, m.AddMessage(ctx, msg))
 	}

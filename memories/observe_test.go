@@ -20,7 +20,7 @@ import (
 func TestObserve_ResolveIdentity(t *testing.T) {
 	def := memstack.Identity{User: "default"}
 	given := memstack.Identity{User: "given"}
-	m := memories.NewBuffer(memories.WithDefaultIdentity(def))
+	m := mustBuffer(memories.WithDefaultIdentity(def))
 	id, err := m.ResolveIdentity(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, def, id)
@@ -33,8 +33,8 @@ func TestObserve_ResolveIdentity(t *testing.T) {
 	_, err = strict.ResolveIdentity(context.Background())
 	assert.ErrorIs(t, err, memstack.ErrNoIdentity)
 
-	bad := memories.NewBuffer(memories.WithMemoryKey(""))
-	_, err = bad.ResolveIdentity(context.Background())
+	bad, err := memories.NewRecentN(2, memories.WithMemoryKey(""))
+	assert.Nil(t, bad)
 	assert.ErrorIs(t, err, memories.ErrInvalidOption)
 
 	var _ observe.IdentityResolver = m
@@ -83,15 +83,15 @@ func TestObserve_BufferRecordsEveryPath(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.BufferOption
 	}{
 		{"cached string", nil},
-		{"uncached string", []memories.Option{memories.WithCacheSize(0)}},
-		{"messages", []memories.Option{memories.WithReturnMessages(true)}},
+		{"uncached string", []memories.BufferOption{memories.WithCacheSize(0)}},
+		{"messages", []memories.BufferOption{memories.WithReturnMessages(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := store.NewInMemory()
-			b := memories.NewBuffer(append(tc.opts, memories.WithStore(st))...)
+			b := mustBuffer(append(tc.opts, memories.WithStore(st))...)
 			ctSaveTurn(t, b, ctx, "one", "two")
 			r := recorded(t, ctx, b)
 			assert.Equal(t, seqIDs(t, st), itemIDs(r.Injected))

@@ -365,15 +365,14 @@ var (
 
 // WithK sets how many units a Recall shows at most (default 3). k < 1
 // is an error.
-func WithK(k int) Option {
-	return func(c *config) {
-		c.scope("WithK", kindRecallOpt)
+func WithK(k int) RecallOption {
+	return recallOpt(func(c *config) {
 		if k < 1 {
 			c.bad("WithK(%d): k must be at least 1", k)
 			return
 		}
 		c.recall.k, c.recall.kSet = k, true
-	}
+	})
 }
 
 // WithThreshold sets the least score an unit needs to be shown (a score
@@ -383,29 +382,27 @@ func WithK(k int) Option {
 // similarities in [-1, 1], a hybrid's fused scores lie in [0, 1]. NewRecall
 // rejects a threshold outside its index's range, or NaN. Default: the
 // lower end of the range (no threshold).
-func WithThreshold(x float64) Option {
-	return func(c *config) {
-		c.scope("WithThreshold", kindRecallOpt)
+func WithThreshold(x float64) RecallOption {
+	return recallOpt(func(c *config) {
 		if math.IsNaN(x) {
 			c.bad("WithThreshold(NaN): the threshold must be a number")
 			return
 		}
 		c.recall.threshold, c.recall.thresholdSet = x, true
-	}
+	})
 }
 
 // WithNeighbours makes a Recall show, around each unit it finds, the n
 // units before and the n after it, for context (default 0). n < 0 is an
 // error.
-func WithNeighbours(n int) Option {
-	return func(c *config) {
-		c.scope("WithNeighbours", kindRecallOpt)
+func WithNeighbours(n int) RecallOption {
+	return recallOpt(func(c *config) {
 		if n < 0 {
 			c.bad("WithNeighbours(%d): n must not be negative", n)
 			return
 		}
 		c.recall.neighbours, c.recall.neighboursSet = n, true
-	}
+	})
 }
 
 // RecallUnit is what a Recall indexes, finds and shows as one piece of the
@@ -436,30 +433,28 @@ func (u RecallUnit) String() string {
 // WithRecallUnit sets what a Recall indexes and shows as one unit:
 // RecallTurns (the default) or RecallExchanges. Any other value is an
 // error.
-func WithRecallUnit(u RecallUnit) Option {
-	return func(c *config) {
-		c.scope("WithRecallUnit", kindRecallOpt)
+func WithRecallUnit(u RecallUnit) RecallOption {
+	return recallOpt(func(c *config) {
 		if u != RecallTurns && u != RecallExchanges {
 			c.bad("WithRecallUnit(%d): the unit must be RecallTurns or RecallExchanges", int(u))
 			return
 		}
 		c.recall.unit = u
-	}
+	})
 }
 
 // WithContextWeight sets the weight, in [0, 1], that the words of an
 // unit's neighbouring units count with when it is indexed (default
 // DefaultRecallContextWeight, 0.4; see Recall, "Indexing"). 0 indexes each
 // unit alone. A weight outside [0, 1], or NaN, is an error.
-func WithContextWeight(w float64) Option {
-	return func(c *config) {
-		c.scope("WithContextWeight", kindRecallOpt)
+func WithContextWeight(w float64) RecallOption {
+	return recallOpt(func(c *config) {
 		if math.IsNaN(w) || w < 0 || w > 1 {
 			c.bad("WithContextWeight(%v): the weight must lie in [0, 1]", w)
 			return
 		}
 		c.recall.contextWeight, c.recall.contextSet = w, true
-	}
+	})
 }
 
 // WithNeighbourShare sets the share, in [0, 1), of a hit's score that the
@@ -468,62 +463,57 @@ func WithContextWeight(w float64) Option {
 // 0 offers a budget the hits alone (and WithNeighbours' neighbours with
 // no priority of their own, as an unbudgeted load shows them). A share
 // outside [0, 1), or NaN, is an error.
-func WithNeighbourShare(x float64) Option {
-	return func(c *config) {
-		c.scope("WithNeighbourShare", kindRecallOpt)
+func WithNeighbourShare(x float64) RecallOption {
+	return recallOpt(func(c *config) {
 		if math.IsNaN(x) || x < 0 || x >= 1 {
 			c.bad("WithNeighbourShare(%v): the share must lie in [0, 1)", x)
 			return
 		}
 		c.recall.share, c.recall.shareSet = x, true
-	}
+	})
 }
 
 // WithQueryDates sets whether a Recall reads a date named in the question
 // (default true; see Recall, "Dates in the question").
-func WithQueryDates(on bool) Option {
-	return func(c *config) {
-		c.scope("WithQueryDates", kindRecallOpt)
+func WithQueryDates(on bool) RecallOption {
+	return recallOpt(func(c *config) {
 		c.recall.noQueryDates = !on
-	}
+	})
 }
 
 // WithRecallDates sets whether a Recall in string mode shows the date of
 // each run of units it recalls (default true; see Recall, "Loading").
-func WithRecallDates(on bool) Option {
-	return func(c *config) {
-		c.scope("WithRecallDates", kindRecallOpt)
+func WithRecallDates(on bool) RecallOption {
+	return recallOpt(func(c *config) {
 		c.recall.noDates = !on
-	}
+	})
 }
 
 // WithExcludeRecent makes a Recall leave out every unit that has a
 // message among the last n non-system messages of its store — what a
 // RecentN(n) beside it already shows — so the two layers never show the
 // same unit twice (default 0). n < 0 is an error.
-func WithExcludeRecent(n int) Option {
-	return func(c *config) {
-		c.scope("WithExcludeRecent", kindRecallOpt)
+func WithExcludeRecent(n int) RecallOption {
+	return recallOpt(func(c *config) {
 		if n < 0 {
 			c.bad("WithExcludeRecent(%d): n must not be negative", n)
 			return
 		}
 		c.recall.excludeRecent = n
-	}
+	})
 }
 
 // WithIndex sets the index a Recall searches (default: a new
 // retrieval.BM25). An index serves one Recall. A nil index is an error, and
 // so is choosing an index twice (WithIndex, WithVector, WithHybrid).
-func WithIndex(idx retrieval.Index) Option {
-	return func(c *config) {
-		c.scope("WithIndex", kindRecallOpt)
+func WithIndex(idx retrieval.Index) RecallOption {
+	return recallOpt(func(c *config) {
 		if idx == nil {
 			c.bad("WithIndex(nil): the index must not be nil")
 			return
 		}
 		c.recall.setIndex("WithIndex", idx)
-	}
+	})
 }
 
 // WithVector makes a Recall search by vector similarity: a
@@ -532,24 +522,22 @@ func WithIndex(idx retrieval.Index) Option {
 // in-memory chromem-go collection (retrieval.NewChromem); pass a Chromem
 // over chromem.NewPersistentDB, or any langchaingo vector store, to keep
 // the vectors across restarts. A nil e is an error.
-func WithVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
-	return func(c *config) {
-		c.scope("WithVector", kindRecallOpt)
+func WithVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) RecallOption {
+	return recallOpt(func(c *config) {
 		v, err := newRecallVector("WithVector", e, vs, opts)
 		if err != nil {
 			c.errs = append(c.errs, err)
 			return
 		}
 		c.recall.setIndex("WithVector", v)
-	}
+	})
 }
 
 // WithHybrid makes a Recall fuse a lexical retrieval.BM25 and the vector
 // index WithVector would build (retrieval.NewHybrid): retrieval keeps
 // working, lexically, while the embedder is down. A nil e is an error.
-func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) Option {
-	return func(c *config) {
-		c.scope("WithHybrid", kindRecallOpt)
+func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retrieval.VectorOption) RecallOption {
+	return recallOpt(func(c *config) {
 		v, err := newRecallVector("WithHybrid", e, vs, opts)
 		if err != nil {
 			c.errs = append(c.errs, err)
@@ -559,7 +547,7 @@ func WithHybrid(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...retr
 		// default index (WithContextWeight).
 		c.recall.hybridVector = v
 		c.recall.setIndex("WithHybrid", nil)
-	}
+	})
 }
 
 func newRecallVector(option string, e embeddings.Embedder, vs vectorstores.VectorStore, opts []retrieval.VectorOption) (*retrieval.Vector, error) {
@@ -588,15 +576,14 @@ func (s *recallSettings) setIndex(option string, idx retrieval.Index) {
 // ignores its context is abandoned a quarter second after d (see Recall,
 // "Failures"). Default 0: no bound but the call's context. d < 0 is an
 // error.
-func WithRecallTimeout(d time.Duration) Option {
-	return func(c *config) {
-		c.scope("WithRecallTimeout", kindRecallOpt)
+func WithRecallTimeout(d time.Duration) RecallOption {
+	return recallOpt(func(c *config) {
 		if d < 0 {
 			c.bad("WithRecallTimeout(%v): the timeout must not be negative", d)
 			return
 		}
 		c.recall.timeout = d
-	}
+	})
 }
 
 // WithRecallHook sets a function a Recall calls after each index operation
@@ -604,15 +591,14 @@ func WithRecallTimeout(d time.Duration) Option {
 // vector store are reported there. It is called on the caller's goroutine,
 // possibly concurrently for different identities; it must be quick and
 // safe for concurrent use. A nil hook is an error.
-func WithRecallHook(hook func(RecallEvent)) Option {
-	return func(c *config) {
-		c.scope("WithRecallHook", kindRecallOpt)
+func WithRecallHook(hook func(RecallEvent)) RecallOption {
+	return recallOpt(func(c *config) {
 		if hook == nil {
 			c.bad("WithRecallHook(nil): the hook must not be nil")
 			return
 		}
 		c.recall.hook = hook
-	}
+	})
 }
 
 // NewRecall returns a Recall memory. With no options it indexes units
@@ -621,14 +607,14 @@ func WithRecallHook(hook func(RecallEvent)) Option {
 // own. Bad options are errors naming the option and the value: k < 1, a
 // threshold outside the index's score range, a negative neighbour or
 // exclude count, an index chosen twice.
-func NewRecall(opts ...Option) (*Recall, error) {
+func NewRecall(opts ...RecallOption) (*Recall, error) {
 	for i, o := range opts {
 		if o == nil { // checked here: the default key below shifts positions
 			return nil, fmt.Errorf("%w: option %d of %d is nil", ErrInvalidOption, i+1, len(opts))
 		}
 	}
-	opts = append([]Option{WithMemoryKey(RecallMemoryKey)}, opts...)
-	m := &Recall{base: newBase("Recall", kindRecallOpt, opts), entries: make(map[identity]*recallEntry)}
+	opts = append([]RecallOption{WithMemoryKey(RecallMemoryKey)}, opts...)
+	m := &Recall{base: newBase(opts, RecallOption.applyRecall), entries: make(map[identity]*recallEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -351,22 +351,22 @@ func TestRecall_PanicsAreIndexFailures(t *testing.T) {
 	const second = "Human: Where is the offsite?\nAI: Lisbon, in June."
 	for _, tc := range []struct {
 		name   string
-		index  func(t *testing.T, on *atomic.Bool) memories.Option
+		index  func(t *testing.T, on *atomic.Bool) memories.RecallOption
 		hybrid bool
 		panics string
 	}{
-		{"embedder, vector", func(_ *testing.T, on *atomic.Bool) memories.Option {
+		{"embedder, vector", func(_ *testing.T, on *atomic.Bool) memories.RecallOption {
 			return memories.WithVector(rbPanickyEmbedder{newRCEmbedder(), on}, nil, retrieval.WithEmbedderName("hash"))
 		}, false, "embedding client bug"},
-		{"embedder, hybrid", func(_ *testing.T, on *atomic.Bool) memories.Option {
+		{"embedder, hybrid", func(_ *testing.T, on *atomic.Bool) memories.RecallOption {
 			return memories.WithHybrid(rbPanickyEmbedder{newRCEmbedder(), on}, nil, retrieval.WithEmbedderName("hash"))
 		}, true, "embedding client bug"},
-		{"vector store", func(t *testing.T, on *atomic.Bool) memories.Option {
+		{"vector store", func(t *testing.T, on *atomic.Bool) memories.RecallOption {
 			vs := newRBStore(t)
 			vs.panics = on
 			return memories.WithVector(newRCEmbedder(), vs, retrieval.WithEmbedderName("hash"))
 		}, false, "vector store bug"},
-		{"index", func(t *testing.T, on *atomic.Bool) memories.Option {
+		{"index", func(t *testing.T, on *atomic.Bool) memories.RecallOption {
 			x, err := retrieval.NewBM25()
 			require.NoError(t, err)
 			return memories.WithIndex(rbPanickyIndex{x, on})

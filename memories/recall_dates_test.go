@@ -118,8 +118,8 @@ func TestRecall_DatedQuestions(t *testing.T) {
 		{"The cabin sauna is fixed.", "Great."},
 	}
 	days := []time.Time{base, base.AddDate(0, 0, 2), base.AddDate(0, 1, 0), base.AddDate(0, 1, 5)}
-	newRecall := func(opts ...memories.Option) *memories.Recall {
-		m, err := memories.NewRecall(append([]memories.Option{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0)}, opts...)...)
+	newRecall := func(opts ...memories.RecallOption) *memories.Recall {
+		m, err := memories.NewRecall(append([]memories.RecallOption{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(1), memories.WithContextWeight(0)}, opts...)...)
 		require.NoError(t, err)
 		rdSave(t, m, turns, days)
 		return m
@@ -162,7 +162,7 @@ func TestRecall_ContextWeight(t *testing.T) {
 	}
 	days := make([]time.Time, len(turns))
 	for _, ctxWeight := range []float64{-1, 0} {
-		opts := []memories.Option{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithNeighbourShare(0), memories.WithRecallDates(false)}
+		opts := []memories.RecallOption{memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3), memories.WithNeighbourShare(0), memories.WithRecallDates(false)}
 		if ctxWeight >= 0 {
 			opts = append(opts, memories.WithContextWeight(ctxWeight))
 		}

@@ -23,7 +23,7 @@ func TestRecall_IncrementalLoadsMatchAFreshRecall(t *testing.T) {
 	ctx := memstack.WithIdentity(context.Background(), memstack.Identity{User: "inc"})
 	id, _ := memstack.IdentityFrom(ctx)
 	s := store.NewInMemory()
-	opts := []memories.Option{memories.WithStore(s), memories.WithK(4), memories.WithNeighbours(1), memories.WithExcludeRecent(2)}
+	opts := []memories.RecallOption{memories.WithStore(s), memories.WithK(4), memories.WithNeighbours(1), memories.WithExcludeRecent(2)}
 	long, err := memories.NewRecall(opts...)
 	require.NoError(t, err)
 	topics := []string{"budget", "venue", "lisbon", "dinner", "flight", "hotel"}

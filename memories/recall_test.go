@@ -183,9 +183,9 @@ func rcExchange(i int) string {
 // are the exchanges alone; options may override all three
 // (recall_dates_test.go and recall_turns_test.go test dates, turns and
 // context).
-func rcNew(t testing.TB, opts ...memories.Option) *memories.Recall {
+func rcNew(t testing.TB, opts ...memories.RecallOption) *memories.Recall {
 	t.Helper()
-	m, err := memories.NewRecall(append([]memories.Option{
+	m, err := memories.NewRecall(append([]memories.RecallOption{
 		memories.WithRecallUnit(memories.RecallExchanges), memories.WithContextWeight(0), memories.WithRecallDates(false),
 	}, opts...)...)
 	require.NoError(t, err)
@@ -245,28 +245,28 @@ func TestNewRecall_RejectsBadOptions(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.RecallOption
 		want []string // substrings of the error
 	}{
-		{"k zero", []memories.Option{memories.WithK(0)}, []string{"WithK(0)"}},
-		{"k negative", []memories.Option{memories.WithK(-2)}, []string{"WithK(-2)"}},
-		{"lexical threshold above 1", []memories.Option{memories.WithThreshold(1.5)}, []string{"WithThreshold(1.5)", "[0, 1]", "BM25"}},
-		{"lexical threshold negative", []memories.Option{memories.WithThreshold(-0.1)}, []string{"WithThreshold(-0.1)", "[0, 1]"}},
-		{"cosine threshold below -1", []memories.Option{memories.WithVector(e, nil), memories.WithThreshold(-1.5)}, []string{"WithThreshold(-1.5)", "[-1, 1]", "Vector"}},
-		{"cosine threshold above 1", []memories.Option{memories.WithThreshold(1.01), memories.WithVector(e, nil)}, []string{"WithThreshold(1.01)", "[-1, 1]"}},
-		{"hybrid threshold above 1", []memories.Option{memories.WithHybrid(e, nil), memories.WithThreshold(2)}, []string{"WithThreshold(2)", "[0, 1]", "Hybrid"}},
-		{"NaN threshold", []memories.Option{memories.WithThreshold(math.NaN())}, []string{"WithThreshold(NaN)"}},
-		{"negative neighbours", []memories.Option{memories.WithNeighbours(-1)}, []string{"WithNeighbours(-1)"}},
-		{"negative exclude", []memories.Option{memories.WithExcludeRecent(-3)}, []string{"WithExcludeRecent(-3)"}},
-		{"nil index", []memories.Option{memories.WithIndex(nil)}, []string{"WithIndex(nil)"}},
-		{"nil embedder", []memories.Option{memories.WithVector(nil, nil)}, []string{"WithVector", "embedder is nil"}},
-		{"nil embedder in hybrid", []memories.Option{memories.WithHybrid(nil, nil)}, []string{"WithHybrid", "embedder is nil"}},
-		{"bad vector option", []memories.Option{memories.WithVector(e, nil, retrieval.WithDimension(0))}, []string{"WithVector", "WithDimension(0)"}},
-		{"index chosen twice", []memories.Option{memories.WithIndex(bm25), memories.WithVector(e, nil)}, []string{"chosen 2 times", "WithIndex, WithVector"}},
-		{"negative timeout", []memories.Option{memories.WithRecallTimeout(-time.Second)}, []string{"WithRecallTimeout(-1s)"}},
-		{"nil hook", []memories.Option{memories.WithRecallHook(nil)}, []string{"WithRecallHook(nil)"}},
-		{"empty memory key", []memories.Option{memories.WithMemoryKey("")}, []string{"WithMemoryKey"}},
-		{"nil option", []memories.Option{nil}, []string{"option 1 of 1 is nil"}},
+		{"k zero", []memories.RecallOption{memories.WithK(0)}, []string{"WithK(0)"}},
+		{"k negative", []memories.RecallOption{memories.WithK(-2)}, []string{"WithK(-2)"}},
+		{"lexical threshold above 1", []memories.RecallOption{memories.WithThreshold(1.5)}, []string{"WithThreshold(1.5)", "[0, 1]", "BM25"}},
+		{"lexical threshold negative", []memories.RecallOption{memories.WithThreshold(-0.1)}, []string{"WithThreshold(-0.1)", "[0, 1]"}},
+		{"cosine threshold below -1", []memories.RecallOption{memories.WithVector(e, nil), memories.WithThreshold(-1.5)}, []string{"WithThreshold(-1.5)", "[-1, 1]", "Vector"}},
+		{"cosine threshold above 1", []memories.RecallOption{memories.WithThreshold(1.01), memories.WithVector(e, nil)}, []string{"WithThreshold(1.01)", "[-1, 1]"}},
+		{"hybrid threshold above 1", []memories.RecallOption{memories.WithHybrid(e, nil), memories.WithThreshold(2)}, []string{"WithThreshold(2)", "[0, 1]", "Hybrid"}},
+		{"NaN threshold", []memories.RecallOption{memories.WithThreshold(math.NaN())}, []string{"WithThreshold(NaN)"}},
+		{"negative neighbours", []memories.RecallOption{memories.WithNeighbours(-1)}, []string{"WithNeighbours(-1)"}},
+		{"negative exclude", []memories.RecallOption{memories.WithExcludeRecent(-3)}, []string{"WithExcludeRecent(-3)"}},
+		{"nil index", []memories.RecallOption{memories.WithIndex(nil)}, []string{"WithIndex(nil)"}},
+		{"nil embedder", []memories.RecallOption{memories.WithVector(nil, nil)}, []string{"WithVector", "embedder is nil"}},
+		{"nil embedder in hybrid", []memories.RecallOption{memories.WithHybrid(nil, nil)}, []string{"WithHybrid", "embedder is nil"}},
+		{"bad vector option", []memories.RecallOption{memories.WithVector(e, nil, retrieval.WithDimension(0))}, []string{"WithVector", "WithDimension(0)"}},
+		{"index chosen twice", []memories.RecallOption{memories.WithIndex(bm25), memories.WithVector(e, nil)}, []string{"chosen 2 times", "WithIndex, WithVector"}},
+		{"negative timeout", []memories.RecallOption{memories.WithRecallTimeout(-time.Second)}, []string{"WithRecallTimeout(-1s)"}},
+		{"nil hook", []memories.RecallOption{memories.WithRecallHook(nil)}, []string{"WithRecallHook(nil)"}},
+		{"empty memory key", []memories.RecallOption{memories.WithMemoryKey("")}, []string{"WithMemoryKey"}},
+		{"nil option", []memories.RecallOption{nil}, []string{"option 1 of 1 is nil"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := memories.NewRecall(tc.opts...)
@@ -279,7 +279,7 @@ func TestNewRecall_RejectsBadOptions(t *testing.T) {
 		})
 	}
 	// In range: the ends are allowed.
-	for _, opts := range [][]memories.Option{
+	for _, opts := range [][]memories.RecallOption{
 		{memories.WithThreshold(0)}, {memories.WithThreshold(1)},
 		{memories.WithVector(e, nil), memories.WithThreshold(-1)},
 		{memories.WithHybrid(e, nil), memories.WithThreshold(0.5)},
@@ -295,34 +295,34 @@ func TestNewRecall_RejectsBadOptions(t *testing.T) {
 func TestRecall_Selection(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		opts  []memories.Option
+		opts  []memories.RecallOption
 		query string
 		want  string
 	}{
 		{"best k=3, in conversation order", nil, "What did we settle on for the database?",
 			rcExchange(0) + "\n\n" + rcExchange(3)},
-		{"k=1 keeps the best", []memories.Option{memories.WithK(1)}, "database", rcExchange(3)},
+		{"k=1 keeps the best", []memories.RecallOption{memories.WithK(1)}, "database", rcExchange(3)},
 		// Hand-computed BM25 (see TestRecall_ObserveReports): exchange 7
 		// scores 0.5405, exchange 1 0.4762 for "database".
-		{"threshold between them", []memories.Option{memories.WithThreshold(0.5)}, "database", rcExchange(3)},
-		{"threshold above all", []memories.Option{memories.WithThreshold(0.9)}, "database", ""},
-		{"neighbours join into one run", []memories.Option{memories.WithK(1), memories.WithNeighbours(1)}, "database",
+		{"threshold between them", []memories.RecallOption{memories.WithThreshold(0.5)}, "database", rcExchange(3)},
+		{"threshold above all", []memories.RecallOption{memories.WithThreshold(0.9)}, "database", ""},
+		{"neighbours join into one run", []memories.RecallOption{memories.WithK(1), memories.WithNeighbours(1)}, "database",
 			rcExchange(2) + "\n" + rcExchange(3) + "\n" + rcExchange(4)},
-		{"neighbours clipped at the start", []memories.Option{memories.WithNeighbours(2)}, "PostgreSQL",
+		{"neighbours clipped at the start", []memories.RecallOption{memories.WithNeighbours(2)}, "PostgreSQL",
 			rcExchange(0) + "\n" + rcExchange(1) + "\n" + rcExchange(2)},
-		{"separate runs with neighbours", []memories.Option{memories.WithNeighbours(1)}, "PostgreSQL colour",
+		{"separate runs with neighbours", []memories.RecallOption{memories.WithNeighbours(1)}, "PostgreSQL colour",
 			rcExchange(0) + "\n" + rcExchange(1) + "\n\n" + rcExchange(4) + "\n" + rcExchange(5)},
-		{"neighbours merge runs", []memories.Option{memories.WithNeighbours(1)}, "budget hiring",
+		{"neighbours merge runs", []memories.RecallOption{memories.WithNeighbours(1)}, "budget hiring",
 			rcExchange(0) + "\n" + rcExchange(1) + "\n" + rcExchange(2) + "\n" + rcExchange(3) + "\n" + rcExchange(4) + "\n" + rcExchange(5)},
-		{"exclude the last 3 turns", []memories.Option{memories.WithExcludeRecent(6)}, "database", rcExchange(0)},
-		{"a partly shown exchange is excluded", []memories.Option{memories.WithExcludeRecent(5)}, "database", rcExchange(0)},
-		{"exclude less", []memories.Option{memories.WithExcludeRecent(4)}, "database", rcExchange(0) + "\n\n" + rcExchange(3)},
-		{"neighbours skip what is excluded", []memories.Option{memories.WithK(1), memories.WithNeighbours(1), memories.WithExcludeRecent(4)}, "database",
+		{"exclude the last 3 turns", []memories.RecallOption{memories.WithExcludeRecent(6)}, "database", rcExchange(0)},
+		{"a partly shown exchange is excluded", []memories.RecallOption{memories.WithExcludeRecent(5)}, "database", rcExchange(0)},
+		{"exclude less", []memories.RecallOption{memories.WithExcludeRecent(4)}, "database", rcExchange(0) + "\n\n" + rcExchange(3)},
+		{"neighbours skip what is excluded", []memories.RecallOption{memories.WithK(1), memories.WithNeighbours(1), memories.WithExcludeRecent(4)}, "database",
 			rcExchange(2) + "\n" + rcExchange(3)},
-		{"everything excluded", []memories.Option{memories.WithExcludeRecent(100)}, "database", ""},
+		{"everything excluded", []memories.RecallOption{memories.WithExcludeRecent(100)}, "database", ""},
 		{"no match", nil, "zebra giraffe", ""},
 		{"stop words only", nil, "what did we do?", ""},
-		{"custom prefixes", []memories.Option{memories.WithK(1), memories.WithHumanPrefix("User"), memories.WithAIPrefix("Bot")}, "budget",
+		{"custom prefixes", []memories.RecallOption{memories.WithK(1), memories.WithHumanPrefix("User"), memories.WithAIPrefix("Bot")}, "budget",
 			"User: What is the budget?\nBot: The budget is 40k euros."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -481,11 +481,11 @@ func TestRecall_IdentitiesAreIsolated(t *testing.T) {
 	query := "secret code alpha " + strings.Join(all, " ")
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.RecallOption
 	}{
 		{"lexical", nil},
-		{"vector over chromem", []memories.Option{memories.WithVector(newRCEmbedder(), nil)}},
-		{"hybrid", []memories.Option{memories.WithHybrid(newRCEmbedder(), nil)}},
+		{"vector over chromem", []memories.RecallOption{memories.WithVector(newRCEmbedder(), nil)}},
+		{"hybrid", []memories.RecallOption{memories.WithHybrid(newRCEmbedder(), nil)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := rcNew(t, append(tc.opts, memories.WithK(len(ids)+5))...)
@@ -591,10 +591,10 @@ func TestRecall_Clear(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
-		opts []memories.Option
+		opts []memories.RecallOption
 	}{
 		{"lexical", nil},
-		{"vector", []memories.Option{memories.WithVector(newRCEmbedder(), ch)}},
+		{"vector", []memories.RecallOption{memories.WithVector(newRCEmbedder(), ch)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := store.NewInMemory()

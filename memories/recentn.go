@@ -47,11 +47,11 @@ var (
 // NewRecentN returns a RecentN showing the last n messages. n < 1 is an
 // error, as is an invalid option, and a retention that keeps fewer than n
 // messages (WithRetention).
-func NewRecentN(n int, opts ...Option) (*RecentN, error) {
+func NewRecentN(n int, opts ...RecentNOption) (*RecentN, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: NewRecentN(n=%d): n must be at least 1", ErrInvalidOption, n)
 	}
-	m := &RecentN{base: newBase("RecentN", kindWindowOpt, opts), n: n}
+	m := &RecentN{base: newBase(opts, RecentNOption.applyRecentN), n: n}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -247,7 +247,7 @@ var (
 // error; so is an s with a Validate() error method that reports an error
 // (summarizer.New(nil) does), and so are the bad options listed on
 // WithMaxMessages, WithBatchSize, WithMaxTokens and WithRetryBackoff.
-func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
+func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: NewSummary: the summarizer is nil", ErrInvalidOption)
 	}
@@ -259,7 +259,7 @@ func NewSummary(s summarizer.Summarizer, opts ...Option) (*Summary, error) {
 			return nil, fmt.Errorf("%w: NewSummary: the summarizer cannot summarize: %w", ErrInvalidOption, err)
 		}
 	}
-	m := &Summary{base: newBase("Summary", kindSummaryOpt, opts), sum: s, ids: make(map[identity]*sumEntry)}
+	m := &Summary{base: newBase(opts, SummaryOption.applySummary), sum: s, ids: make(map[identity]*sumEntry)}
 	if m.err != nil {
 		return nil, m.err
 	}

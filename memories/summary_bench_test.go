@@ -101,7 +101,7 @@ func runBenchTurns(b *testing.B, newSaver func(model *benchModel) (benchSaver, f
 }
 
 func BenchmarkSummaryCalls(b *testing.B) {
-	memstackSaver := func(opts ...memories.Option) func(model *benchModel) (benchSaver, func() error) {
+	memstackSaver := func(opts ...memories.SummaryOption) func(model *benchModel) (benchSaver, func() error) {
 		return func(model *benchModel) (benchSaver, func() error) {
 			mem, err := memories.NewSummary(summarizer.New(model), opts...)
 			if err != nil {

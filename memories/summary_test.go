@@ -153,7 +153,7 @@ func (d *smModel) Peaks() (all, sameID int) {
 // ---------------------------------------------------------------------------
 // helpers
 
-func smNew(t testing.TB, model llms.Model, opts ...memories.Option) *memories.Summary {
+func smNew(t testing.TB, model llms.Model, opts ...memories.SummaryOption) *memories.Summary {
 	t.Helper()
 	m, err := memories.NewSummary(summarizer.New(model), opts...)
 	require.NoError(t, err)
@@ -276,7 +276,7 @@ func TestSummary_CallCounts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			model := &smModel{}
-			var opts []memories.Option
+			var opts []memories.SummaryOption
 			if tt.n > 0 {
 				opts = append(opts, memories.WithMaxMessages(tt.n), memories.WithBatchSize(tt.m))
 			}
@@ -952,7 +952,7 @@ func TestNewSummary_RejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name string
 		s    summarizer.Summarizer
-		opts []memories.Option
+		opts []memories.SummaryOption
 		msg  []string
 	}{
 		{"nil summarizer", nil, nil, []string{"summarizer is nil"}},
@@ -961,18 +961,18 @@ func TestNewSummary_RejectsBadInput(t *testing.T) {
 		{"nil model", summarizer.New(nil), nil, []string{"model is nil"}},
 		{"summarizer max tokens < 1", summarizer.New(&smModel{}, summarizer.WithMaxTokens(0)), nil, []string{"WithMaxTokens(0)"}},
 		{"extractive budget < 1", summarizer.NewExtractive(summarizer.WithBudget(0)), nil, []string{"WithBudget(0)"}},
-		{"n < 1", good, []memories.Option{memories.WithMaxMessages(0)}, []string{"WithMaxMessages(0)"}},
-		{"batch < 1", good, []memories.Option{memories.WithBatchSize(0)}, []string{"WithBatchSize(0)"}},
-		{"batch > n", good, []memories.Option{memories.WithMaxMessages(5), memories.WithBatchSize(7)}, []string{"WithBatchSize(7)", "WithMaxMessages(5)"}},
-		{"batch > default n", good, []memories.Option{memories.WithBatchSize(16)}, []string{"WithBatchSize(16)", "WithMaxMessages(15)"}},
-		{"max tokens < 1", good, []memories.Option{memories.WithMaxTokens(0)}, []string{"WithMaxTokens(0)"}},
-		{"max tokens with max messages", good, []memories.Option{memories.WithMaxTokens(100), memories.WithMaxMessages(10)}, []string{"WithMaxTokens(100)", "WithMaxMessages"}},
-		{"max tokens with batch", good, []memories.Option{memories.WithMaxTokens(100), memories.WithBatchSize(3)}, []string{"WithMaxTokens(100)", "WithBatchSize"}},
-		{"negative backoff", good, []memories.Option{memories.WithRetryBackoff(-time.Second, time.Second)}, []string{"WithRetryBackoff(-1s, 1s)"}},
-		{"backoff max < min", good, []memories.Option{memories.WithRetryBackoff(2*time.Second, time.Second)}, []string{"WithRetryBackoff(2s, 1s)"}},
-		{"nil hook", good, []memories.Option{memories.WithSummaryHook(nil)}, []string{"WithSummaryHook(nil)"}},
-		{"nil store", good, []memories.Option{memories.WithStore(nil)}, []string{"WithStore(nil)"}},
-		{"nil option", good, []memories.Option{nil}, []string{"option 1 of 1 is nil"}},
+		{"n < 1", good, []memories.SummaryOption{memories.WithMaxMessages(0)}, []string{"WithMaxMessages(0)"}},
+		{"batch < 1", good, []memories.SummaryOption{memories.WithBatchSize(0)}, []string{"WithBatchSize(0)"}},
+		{"batch > n", good, []memories.SummaryOption{memories.WithMaxMessages(5), memories.WithBatchSize(7)}, []string{"WithBatchSize(7)", "WithMaxMessages(5)"}},
+		{"batch > default n", good, []memories.SummaryOption{memories.WithBatchSize(16)}, []string{"WithBatchSize(16)", "WithMaxMessages(15)"}},
+		{"max tokens < 1", good, []memories.SummaryOption{memories.WithMaxTokens(0)}, []string{"WithMaxTokens(0)"}},
+		{"max tokens with max messages", good, []memories.SummaryOption{memories.WithMaxTokens(100), memories.WithMaxMessages(10)}, []string{"WithMaxTokens(100)", "WithMaxMessages"}},
+		{"max tokens with batch", good, []memories.SummaryOption{memories.WithMaxTokens(100), memories.WithBatchSize(3)}, []string{"WithMaxTokens(100)", "WithBatchSize"}},
+		{"negative backoff", good, []memories.SummaryOption{memories.WithRetryBackoff(-time.Second, time.Second)}, []string{"WithRetryBackoff(-1s, 1s)"}},
+		{"backoff max < min", good, []memories.SummaryOption{memories.WithRetryBackoff(2*time.Second, time.Second)}, []string{"WithRetryBackoff(2s, 1s)"}},
+		{"nil hook", good, []memories.SummaryOption{memories.WithSummaryHook(nil)}, []string{"WithSummaryHook(nil)"}},
+		{"nil store", good, []memories.SummaryOption{memories.WithStore(nil)}, []string{"WithStore(nil)"}},
+		{"nil option", good, []memories.SummaryOption{nil}, []string{"option 1 of 1 is nil"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -985,7 +985,7 @@ func TestNewSummary_RejectsBadInput(t *testing.T) {
 		})
 	}
 
-	for _, opts := range [][]memories.Option{
+	for _, opts := range [][]memories.SummaryOption{
 		{memories.WithMaxMessages(4)}, // the batch defaults to 4
 		{memories.WithMaxMessages(1), memories.WithBatchSize(1)},
 		{memories.WithBatchSize(15)},

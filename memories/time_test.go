@@ -30,7 +30,7 @@ type tmAdder interface {
 func tmMemories(t *testing.T) map[string]func(st store.Store) tmAdder {
 	t.Helper()
 	return map[string]func(st store.Store) tmAdder{
-		"Buffer": func(st store.Store) tmAdder { return memories.NewBuffer(memories.WithStore(st)) },
+		"Buffer": func(st store.Store) tmAdder { return mustBuffer(memories.WithStore(st)) },
 		"RecentN": func(st store.Store) tmAdder {
 			m, err := memories.NewRecentN(4, memories.WithStore(st))
 			require.NoError(t, err)
@@ -118,14 +118,14 @@ func TestTime_SavesDateTheirMessagesAndReportIt(t *testing.T) {
 func TestTime_ReportedItemsCarryStoredTimes(t *testing.T) {
 	t1 := time.Date(2023, 5, 8, 10, 0, 0, 0, time.UTC)
 	t2 := time.Date(2023, 5, 9, 11, 0, 0, 0, time.FixedZone("", 2*3600))
-	for name, opts := range map[string][]memories.Option{
+	for name, opts := range map[string][]memories.BufferOption{
 		"cached string":   nil,
 		"uncached string": {memories.WithCacheSize(0)},
 		"messages":        {memories.WithReturnMessages(true)},
 	} {
 		t.Run("Buffer/"+name, func(t *testing.T) {
 			ctx := context.Background()
-			b := memories.NewBuffer(opts...)
+			b := mustBuffer(opts...)
 			ctSaveTurn(t, b, memstack.WithTime(ctx, t1), "one", "two")
 			assert.Equal(t, []time.Time{t1, t1}, tmTimes(recorded(t, ctx, b).Injected))
 			ctSaveTurn(t, b, memstack.WithTime(ctx, t2), "three", "four")
@@ -163,7 +163,7 @@ func TestTime_ReportedItemsCarryStoredTimes(t *testing.T) {
 
 	t.Run("LoadItems", func(t *testing.T) {
 		ctx := context.Background()
-		b := memories.NewBuffer()
+		b := mustBuffer()
 		ctSaveTurn(t, b, memstack.WithTime(ctx, t1), "one", "two")
 		items, err := b.LoadItems(ctx, nil)
 		require.NoError(t, err)

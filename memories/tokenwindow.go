@@ -69,11 +69,11 @@ var (
 // NewTokenWindow returns a TokenWindow with a budget of maxTokens tokens.
 // maxTokens < 1 is an error, as is an invalid option and a retention that
 // keeps no message (WithRetention(KeepLast(0))).
-func NewTokenWindow(maxTokens int, opts ...Option) (*TokenWindow, error) {
+func NewTokenWindow(maxTokens int, opts ...TokenWindowOption) (*TokenWindow, error) {
 	if maxTokens < 1 {
 		return nil, fmt.Errorf("%w: NewTokenWindow(maxTokens=%d): maxTokens must be at least 1", ErrInvalidOption, maxTokens)
 	}
-	m := &TokenWindow{base: newBase("TokenWindow", kindWindowOpt, opts), maxTokens: maxTokens}
+	m := &TokenWindow{base: newBase(opts, TokenWindowOption.applyTokenWindow), maxTokens: maxTokens}
 	if m.err != nil {
 		return nil, m.err
 	}

@@ -33,10 +33,10 @@ func (twPanicking) CountTokens(string) int { panic("tokenizer exploded") }
 
 // twBadCounterWindow saves 200 turns (400 lines) into a TokenWindow(50)
 // counting with c, and returns the memory and its store.
-func twBadCounterWindow(t *testing.T, c tokens.Counter, opts ...memories.Option) (*memories.TokenWindow, store.Store) {
+func twBadCounterWindow(t *testing.T, c tokens.Counter, opts ...memories.TokenWindowOption) (*memories.TokenWindow, store.Store) {
 	t.Helper()
 	st := store.NewInMemory()
-	m, err := memories.NewTokenWindow(50, append([]memories.Option{memories.WithStore(st), memories.WithTokenCounter(c)}, opts...)...)
+	m, err := memories.NewTokenWindow(50, append([]memories.TokenWindowOption{memories.WithStore(st), memories.WithTokenCounter(c)}, opts...)...)
 	require.NoError(t, err)
 	for i := range 200 {
 		ctSaveTurn(t, m, context.Background(), fmt.Sprintf("question %d", i), fmt.Sprintf("answer %d", i))

@@ -113,7 +113,7 @@ func TestViews_WindowFromTailIsTheWindowOfAll(t *testing.T) {
 				st := store.NewInMemory()
 				m, err := memories.NewRecentN(6, memories.WithStore(st), memories.WithReturnMessages(true))
 				require.NoError(t, err)
-				ref := memories.NewBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
+				ref := mustBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
 				for i := range history {
 					ctSaveTurn(t, m, ctx, fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
 				}
@@ -168,6 +168,9 @@ func rnExpectWindow(all []llms.ChatMessage, n int) []llms.ChatMessage {
 	return out
 }
 
+// TestRetention_Validated: bad retentions are errors. (WithRetention given
+// to a Buffer, Facts or Recall does not compile: see
+// TestOptions_OfAnotherTypeDoNotCompile.)
 func TestRetention_Validated(t *testing.T) {
 	st := store.NewInMemory()
 	for _, tc := range []struct {
@@ -187,14 +190,10 @@ func TestRetention_Validated(t *testing.T) {
 			_, err := memories.NewRecentN(6, memories.WithRetention(memories.KeepLast(-1)))
 			return err
 		}, "WithRetention(KeepLast(-1)): the messages kept must not be negative"},
-		{"Buffer", func() error {
-			return memories.NewBuffer(memories.WithStore(st), memories.WithRetention(memories.KeepLast(10))).
-				SaveContext(context.Background(), map[string]any{"input": "h"}, map[string]any{"output": "a"})
-		}, "WithRetention does not apply to a Buffer"},
-		{"Recall", func() error {
-			_, err := memories.NewRecall(memories.WithRetention(memories.KeepLast(10)))
+		{"Summary, negative", func() error {
+			_, err := memories.NewSummary(summarizer.NewExtractive(), memories.WithStore(st), memories.WithRetention(memories.KeepLast(-2)))
 			return err
-		}, "WithRetention does not apply to a Recall"},
+		}, "WithRetention(KeepLast(-2)): the messages kept must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.make()
@@ -204,7 +203,7 @@ func TestRetention_Validated(t *testing.T) {
 	}
 	all, err := st.All(context.Background(), memstack.Identity{})
 	require.NoError(t, err)
-	assert.Empty(t, all, "a Buffer with a bad option stores nothing")
+	assert.Empty(t, all, "a memory with a bad option stores nothing")
 }
 
 // TestRetention_SummaryRemovesOnlyWhatItFolded: under KeepLast(k) a

@@ -52,7 +52,11 @@ func ExampleSlog() {
 
 // A plain Go hook receives every Report.
 func ExampleWrap() {
-	buf := memories.NewBuffer()
+	buf, err := memories.NewBuffer()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	mem := observe.Wrap(buf, "transcript", observe.SinkFunc(func(_ context.Context, r observe.Report) {
 		fmt.Printf("%s %s: %d injected, err=%v\n", r.Op, r.Layer, len(r.Injected), r.Err)
 	}))

@@ -77,7 +77,7 @@ func TestSlogOneRecordPerReportWithoutMessageText(t *testing.T) {
 func TestSlogSaveLogsItsTime(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
-	b := memories.NewBuffer()
+	b := mustBuffer()
 	mem := observe.Wrap(b, "buf", observe.Slog(logger, slog.LevelInfo))
 	at := time.Date(2023, 5, 8, 12, 30, 0, 0, time.FixedZone("", 2*3600))
 	ctx := memstack.WithTime(context.Background(), at)
@@ -122,7 +122,7 @@ func TestSlogErrorsLogAtErrorLevel(t *testing.T) {
 func TestSlogWithAddMessage(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
-	mem := observe.Wrap(memories.NewBuffer(), "full", observe.Slog(logger, slog.LevelInfo))
+	mem := observe.Wrap(mustBuffer(), "full", observe.Slog(logger, slog.LevelInfo))
 	adder, ok := mem.(interface {
 		AddMessage(context.Context, llms.ChatMessage) error
 	})

@@ -124,7 +124,7 @@ func TestWrapWithoutAddMessage(t *testing.T) {
 
 func TestWrapInAChain(t *testing.T) {
 	var log reportLog
-	mem := observe.Wrap(memories.NewBuffer(), "history", log.sink())
+	mem := observe.Wrap(mustBuffer(), "history", log.sink())
 	chain := chains.NewConversation(echoModel{}, mem)
 	ctx := context.Background()
 	out, err := chains.Run(ctx, chain, "Hi, I am Ada.")
@@ -140,7 +140,7 @@ func TestWrapInAChain(t *testing.T) {
 
 func TestWrapEdgeCases(t *testing.T) {
 	ctx := context.Background()
-	b := memories.NewBuffer()
+	b := mustBuffer()
 	assert.Same(t, b, observe.Wrap(b, "x", nil), "a nil sink wraps nothing")
 
 	var log reportLog
@@ -185,4 +185,14 @@ func TestWrapResolvesIdentities(t *testing.T) {
 	lc := observe.Wrap(memory.NewConversationBuffer(), "lc", log.sink())
 	assert.Equal(t, given.Hash(), observe.IdentityHash(memstack.WithIdentity(context.Background(), given), lc))
 	assert.Equal(t, memstack.Identity{}.Hash(), observe.IdentityHash(context.Background(), lc))
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

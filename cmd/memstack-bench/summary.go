@@ -115,7 +115,7 @@ func runVirtual(ctx context.Context, name string, turns int, latency time.Durati
 }
 
 // summaryMemory returns a saver over a new memstack Summary.
-func summaryMemory(opts ...memories.Option) func(model *slowModel) (saver, func() error, error) {
+func summaryMemory(opts ...memories.SummaryOption) func(model *slowModel) (saver, func() error, error) {
 	return func(model *slowModel) (saver, func() error, error) {
 		mem, err := memories.NewSummary(summarizer.New(model), opts...)
 		if err != nil {

@@ -112,7 +112,11 @@ func buildBuffer(ctx context.Context, c *corpus, n int) (schema.Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	return finish(ctx, memories.NewBuffer(memories.WithStore(s)), n)
+	b, err := memories.NewBuffer(memories.WithStore(s))
+	if err != nil {
+		return nil, err
+	}
+	return finish(ctx, b, n)
 }
 
 func buildRecentN(ctx context.Context, c *corpus, n int) (schema.Memory, error) {
@@ -168,7 +172,11 @@ func buildCombined(ctx context.Context, c *corpus, n int) (schema.Memory, error)
 	if err != nil {
 		return nil, err
 	}
-	m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(st)), recent})
+	full, err := memories.NewBuffer(memories.WithStore(st))
+	if err != nil {
+		return nil, err
+	}
+	m, err := combined.New([]schema.Memory{full, recent})
 	if err != nil {
 		return nil, err
 	}

@@ -16,18 +16,18 @@ func ablations(budget int) []system {
 	// The default index with the former stemmer: the same neighbour
 	// weights (memories.DefaultRecallContextWeight and half of it).
 	w := memories.DefaultRecallContextWeight
-	lightIndex := func(opts ...retrieval.BM25Option) (memories.Option, error) {
+	lightIndex := func(opts ...retrieval.BM25Option) (memories.RecallOption, error) {
 		idx, err := retrieval.NewBM25(append([]retrieval.BM25Option{retrieval.WithTokenizer(lightTokenize)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
 		return memories.WithIndex(idx), nil
 	}
-	light := func() (memories.Option, error) { return lightIndex(retrieval.WithNeighbourWeights(w, w/2)) }
-	lightAlone := func() (memories.Option, error) { return lightIndex() }
-	row := func(name string, opts ...func() (memories.Option, error)) system {
+	light := func() (memories.RecallOption, error) { return lightIndex(retrieval.WithNeighbourWeights(w, w/2)) }
+	lightAlone := func() (memories.RecallOption, error) { return lightIndex() }
+	row := func(name string, opts ...func() (memories.RecallOption, error)) system {
 		return system{name, groupAblation, func() (schema.Memory, error) {
-			o := make([]memories.Option, len(opts))
+			o := make([]memories.RecallOption, len(opts))
 			for i, f := range opts {
 				var err error
 				if o[i], err = f(); err != nil {
@@ -38,8 +38,8 @@ func ablations(budget int) []system {
 		}}
 	}
 	// one is an option that cannot fail.
-	one := func(o memories.Option) func() (memories.Option, error) {
-		return func() (memories.Option, error) { return o, nil }
+	one := func(o memories.RecallOption) func() (memories.RecallOption, error) {
+		return func() (memories.RecallOption, error) { return o, nil }
 	}
 	exchanges := one(memories.WithRecallUnit(memories.RecallExchanges))
 	noContext := one(memories.WithContextWeight(0))

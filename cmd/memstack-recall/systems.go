@@ -97,7 +97,7 @@ const defaultName = "RecentN(6) + Recall() (default stack)"
 // stack returns the factory of memstack's stack as the README builds it:
 // combined.New([]schema.Memory{RecentN(6), NewRecall(opts...)},
 // combined.WithTokenBudget(budget)). With no opts it is the default stack.
-func stack(budget int, opts ...memories.Option) func() (schema.Memory, error) {
+func stack(budget int, opts ...memories.RecallOption) func() (schema.Memory, error) {
 	return func() (schema.Memory, error) {
 		recent, err := memories.NewRecentN(recentN)
 		if err != nil {

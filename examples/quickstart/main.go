@@ -86,7 +86,10 @@ func runningSummary(ctx context.Context, w io.Writer) error {
 // newStack returns a CombinedMemory of the full transcript (loaded under
 // fullKey) and the last three messages (loaded under "recent").
 func newStack(fullKey string) (*combined.Memory, error) {
-	full := memories.NewBuffer(memories.WithMemoryKey(fullKey))
+	full, err := memories.NewBuffer(memories.WithMemoryKey(fullKey))
+	if err != nil {
+		return nil, err
+	}
 	recent, err := memories.NewRecentN(3, memories.WithMemoryKey("recent"))
 	if err != nil {
 		return nil, err

@@ -489,8 +489,11 @@ func newLayers(s *stores) (*layers, error) {
 	if err != nil {
 		return nil, err
 	}
-	transcript := memories.NewBuffer(memories.WithMemoryKey("transcript"),
+	transcript, err := memories.NewBuffer(memories.WithMemoryKey("transcript"),
 		memories.WithStore(s.postgres), memories.WithRequireIdentity())
+	if err != nil {
+		return nil, err
+	}
 	// Keep the last 4 messages raw; fold older ones, at least 2 at a time,
 	// into a summary kept in the SQLite store's state, and remove what the
 	// summary covers (KeepLast(0)).

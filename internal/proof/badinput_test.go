@@ -119,26 +119,27 @@ func TestBadInput(t *testing.T) {
 	add(badCase{
 		name: "NewBuffer: WithStore(nil)",
 		run: func(t *testing.T) (error, func(*testing.T)) {
-			m := memories.NewBuffer(memories.WithStore(nil))
-			_, lerr := m.LoadMemoryVariables(ctxOf(alice), nil)
-			assert.ErrorIs(t, lerr, memories.ErrInvalidOption, "every method returns the construction error")
-			return m.SaveContext(ctxOf(alice), turnIn, turnOK), nil
+			m, err := memories.NewBuffer(memories.WithStore(nil))
+			assert.Nil(t, m)
+			return err, nil
 		},
 		want: []string{"WithStore(nil)"}, is: memories.ErrInvalidOption,
 	}, badCase{
 		name: "NewBuffer: nil option and empty memory key",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := store.NewInMemory()
-			m := memories.NewBuffer(memories.WithStore(st), nil, memories.WithMemoryKey(""))
-			return m.SaveContext(ctxOf(alice), turnIn, turnOK), emptyFor(st, alice)
+			m, err := memories.NewBuffer(memories.WithStore(st), nil, memories.WithMemoryKey(""))
+			assert.Nil(t, m)
+			return err, emptyFor(st, alice)
 		},
 		want: []string{"option 2 of 3 is nil", "WithMemoryKey"}, is: memories.ErrInvalidOption,
 	}, badCase{
 		name: "NewBuffer: negative cache size",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := store.NewInMemory()
-			m := memories.NewBuffer(memories.WithStore(st), memories.WithCacheSize(-1))
-			return m.AddMessage(ctxOf(alice), llms.SystemChatMessage{Content: "x"}), emptyFor(st, alice)
+			m, err := memories.NewBuffer(memories.WithStore(st), memories.WithCacheSize(-1))
+			assert.Nil(t, m)
+			return err, emptyFor(st, alice)
 		},
 		want: []string{"WithCacheSize(-1)"}, is: memories.ErrInvalidOption,
 	}, badCase{
@@ -262,7 +263,7 @@ func TestBadInput(t *testing.T) {
 	}, badCase{
 		name: "combined.New: nil child",
 		run: func(t *testing.T) (error, func(*testing.T)) {
-			_, err := combined.New([]schema.Memory{memories.NewBuffer(), nil})
+			_, err := combined.New([]schema.Memory{mustBuffer(), nil})
 			return err, nil
 		},
 		want: []string{"child 2 of 2 is nil"}, is: combined.ErrInvalid,
@@ -278,26 +279,26 @@ func TestBadInput(t *testing.T) {
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			r, err := memories.NewRecentN(3)
 			require.NoError(t, err)
-			_, err = combined.New([]schema.Memory{memories.NewBuffer(), r}, combined.WithStrictKeys())
+			_, err = combined.New([]schema.Memory{mustBuffer(), r}, combined.WithStrictKeys())
 			return err, nil
 		},
 		want: []string{`"history"`, "child 1", "child 2"}, is: combined.ErrInvalid,
 	}, badCase{
 		name: "combined.New: nil option",
 		run: func(t *testing.T) (error, func(*testing.T)) {
-			_, err := combined.New([]schema.Memory{memories.NewBuffer()}, nil)
+			_, err := combined.New([]schema.Memory{mustBuffer()}, nil)
 			return err, nil
 		},
 		want: []string{"option 1 of 1 is nil"}, is: combined.ErrInvalid,
 	})
 
 	// --- SaveContext, AddMessage, contexts, identities ------------------
-	saveCase := func(name string, opts []memories.Option, in, out map[string]any, want ...string) badCase {
+	saveCase := func(name string, opts []memories.BufferOption, in, out map[string]any, want ...string) badCase {
 		return badCase{
 			name: "SaveContext: " + name,
 			run: func(t *testing.T) (error, func(*testing.T)) {
 				st := store.NewInMemory()
-				m := memories.NewBuffer(append([]memories.Option{memories.WithStore(st)}, opts...)...)
+				m := mustBuffer(append([]memories.BufferOption{memories.WithStore(st)}, opts...)...)
 				return m.SaveContext(ctxOf(alice), in, out), emptyFor(st, alice)
 			},
 			want: want, is: adapter.ErrInvalidValues,
@@ -306,8 +307,8 @@ func TestBadInput(t *testing.T) {
 	add(
 		saveCase("nil inputs", nil, nil, turnOK, "input values are empty"),
 		saveCase("empty outputs (the valid input is not written)", nil, turnIn, map[string]any{}, "output values are empty"),
-		saveCase("missing input key", []memories.Option{memories.WithInputKey("question")}, turnIn, turnOK, `no key "question"`, `"input"`),
-		saveCase("missing output key", []memories.Option{memories.WithOutputKey("answer")}, turnIn, turnOK, `no key "answer"`, `"output"`),
+		saveCase("missing input key", []memories.BufferOption{memories.WithInputKey("question")}, turnIn, turnOK, `no key "question"`, `"input"`),
+		saveCase("missing output key", []memories.BufferOption{memories.WithOutputKey("answer")}, turnIn, turnOK, `no key "answer"`, `"output"`),
 		saveCase("ambiguous inputs", nil, map[string]any{"input": "a", "context": "b"}, turnOK, "WithInputKey", `"context"`, `"input"`),
 		saveCase("ambiguous outputs", nil, turnIn, map[string]any{"text": "a", "output": "b"}, "WithOutputKey", `"output"`, `"text"`),
 		saveCase("non-string input", nil, map[string]any{"input": 42}, turnOK, `input key "input"`, "int"),
@@ -320,7 +321,7 @@ func TestBadInput(t *testing.T) {
 			s1, s2 := store.NewInMemory(), store.NewInMemory()
 			r, err := memories.NewRecentN(3, memories.WithStore(s2), memories.WithMemoryKey("recent"))
 			require.NoError(t, err)
-			m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(s1)), r})
+			m, err := combined.New([]schema.Memory{mustBuffer(memories.WithStore(s1)), r})
 			require.NoError(t, err)
 			err = m.SaveContext(ctxOf(alice), turnIn, map[string]any{"output": 3.5})
 			return err, both(emptyFor(s1, alice), emptyFor(s2, alice))
@@ -339,7 +340,7 @@ func TestBadInput(t *testing.T) {
 		name: "AddMessage: typed nil message",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := store.NewInMemory()
-			m := memories.NewBuffer(memories.WithStore(st))
+			m := mustBuffer(memories.WithStore(st))
 			return m.AddMessage(ctxOf(alice), (*llms.HumanChatMessage)(nil)), emptyFor(st, alice)
 		},
 		want: []string{"nil *llms.HumanChatMessage"}, is: adapter.ErrInvalidValues,
@@ -349,7 +350,7 @@ func TestBadInput(t *testing.T) {
 			s1, s2 := store.NewInMemory(), store.NewInMemory()
 			r, err := memories.NewRecentN(3, memories.WithStore(s2), memories.WithMemoryKey("recent"))
 			require.NoError(t, err)
-			m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(s1)), r})
+			m, err := combined.New([]schema.Memory{mustBuffer(memories.WithStore(s1)), r})
 			require.NoError(t, err)
 			return m.AddMessage(ctxOf(alice), customMessage{}), both(emptyFor(s1, alice), emptyFor(s2, alice))
 		},
@@ -358,7 +359,7 @@ func TestBadInput(t *testing.T) {
 		name: "nil context: memories and combined",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := store.NewInMemory()
-			b := memories.NewBuffer(memories.WithStore(st))
+			b := mustBuffer(memories.WithStore(st))
 			m, err := combined.New([]schema.Memory{b})
 			require.NoError(t, err)
 			_, lerr := b.LoadMemoryVariables(noNilCtx, nil)
@@ -404,7 +405,7 @@ func TestBadInput(t *testing.T) {
 			h, err := store.FromHistory(memory.NewChatMessageHistory(), alice)
 			require.NoError(t, err)
 			bob := memstack.Identity{Tenant: "acme", User: "bob", Conversation: "c1"}
-			m := memories.NewBuffer(memories.WithStore(h))
+			m := mustBuffer(memories.WithStore(h))
 			return m.SaveContext(ctxOf(bob), turnIn, turnOK), emptyFor(h, alice)
 		},
 		want: []string{"acme:alice:c1", "acme:bob:c1"}, is: store.ErrWrongIdentity,
@@ -503,7 +504,7 @@ func TestBadInput(t *testing.T) {
 			t.Cleanup(func() { _ = s2.Close() })
 			r, err := memories.NewRecentN(3, memories.WithStore(s2), memories.WithMemoryKey("recent"))
 			require.NoError(t, err)
-			m, err := combined.New([]schema.Memory{memories.NewBuffer(memories.WithStore(s1)), r})
+			m, err := combined.New([]schema.Memory{mustBuffer(memories.WithStore(s1)), r})
 			require.NoError(t, err)
 			err = m.SaveContext(ctxOf(alice), map[string]any{"input": "caf\xe9"}, turnOK)
 			return err, both(emptyFor(s1, alice), emptyFor(s2, alice))
@@ -564,7 +565,7 @@ func backendCases(b backend) []badCase {
 		name: b.name + ": a 10 MB message is stored whole and read back byte for byte",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := b.space(t)("big")
-			m := memories.NewBuffer(memories.WithStore(st))
+			m := mustBuffer(memories.WithStore(st))
 			err := m.SaveContext(ctxOf(alice), map[string]any{"input": bigText}, turnOK)
 			return err, both(holds(st, alice, human(bigText), aiMsg("Hi!")), func(t *testing.T) {
 				vars, err := m.LoadMemoryVariables(ctxOf(alice), nil)
@@ -588,7 +589,7 @@ func backendCases(b backend) []badCase {
 		name: b.name + ": invalid UTF-8 outside the content is rejected and nothing is stored",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := b.space(t)("utf8f")
-			m := memories.NewBuffer(memories.WithStore(st))
+			m := mustBuffer(memories.WithStore(st))
 			for name, msg := range map[string]llms.ChatMessage{
 				"a tool message's ID":      llms.ToolChatMessage{Content: "42", ID: "call\xff"},
 				"a generic message's role": llms.GenericChatMessage{Content: "ok", Role: "crit\xc3\x28ic", Name: "bob"},
@@ -605,7 +606,7 @@ func backendCases(b backend) []badCase {
 		name: b.name + ": NUL bytes round-trip",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := b.space(t)("nul")
-			m := memories.NewBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
+			m := mustBuffer(memories.WithStore(st), memories.WithReturnMessages(true))
 			in, out := "before\x00after", "\x00"
 			err := m.SaveContext(ctxOf(alice), map[string]any{"input": in}, map[string]any{"output": out})
 			return err, both(holds(st, alice, human(in), aiMsg(out)), func(t *testing.T) {
@@ -660,7 +661,7 @@ func backendCases(b backend) []badCase {
 		name: b.name + ": identities with separators, wildcards and brace tags stay apart",
 		run: func(t *testing.T) (error, func(*testing.T)) {
 			st := b.space(t)("ids")
-			m := memories.NewBuffer(memories.WithStore(st))
+			m := mustBuffer(memories.WithStore(st))
 			ids := []memstack.Identity{
 				{Tenant: "a:b", User: "c"}, {Tenant: "a", User: "b:c"},
 				{Tenant: "a/b", User: "c"}, {Tenant: "a", User: "b/c"},
@@ -688,4 +689,14 @@ func backendCases(b backend) []badCase {
 			}
 		},
 	}}
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -83,7 +83,7 @@ func serverFaults(t *testing.T, srv faultServer) {
 		slack    = time.Second
 	)
 	bufStore, recStore := srv.open("buffer"), srv.open("recent")
-	buf := memories.NewBuffer(memories.WithStore(bufStore), memories.WithMemoryKey("transcript"), memories.WithRequireIdentity())
+	buf := mustBuffer(memories.WithStore(bufStore), memories.WithMemoryKey("transcript"), memories.WithRequireIdentity())
 	rec, err := memories.NewRecentN(recentN, memories.WithStore(recStore), memories.WithMemoryKey("recent"), memories.WithRequireIdentity())
 	require.NoError(t, err)
 	mem, err := combined.New([]schema.Memory{buf, rec})

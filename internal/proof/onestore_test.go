@@ -117,7 +117,7 @@ func TestOneStore_SummaryRecallBufferKeepTheTranscript(t *testing.T) {
 			t.Cleanup(func() { _ = sum.Close() })
 			recall, err := memories.NewRecall(memories.WithStore(st))
 			require.NoError(t, err)
-			buf := memories.NewBuffer(memories.WithStore(st))
+			buf := mustBuffer(memories.WithStore(st))
 			mem, err := combined.New([]schema.Memory{sum, recall, buf})
 			require.NoError(t, err)
 

@@ -66,7 +66,7 @@ func stress(t *testing.T, b backend, ids, turns int) {
 
 	var hookFailures atomic.Int64
 	var firstHookErr atomic.Value
-	buf := memories.NewBuffer(memories.WithStore(bufStore), memories.WithMemoryKey("transcript"), memories.WithRequireIdentity())
+	buf := mustBuffer(memories.WithStore(bufStore), memories.WithMemoryKey("transcript"), memories.WithRequireIdentity())
 	// RecentN has its store to itself, so a retention may keep it O(n).
 	rec, err := memories.NewRecentN(recentN, memories.WithStore(recStore), memories.WithMemoryKey("recent"), memories.WithRequireIdentity(),
 		memories.WithRetention(memories.KeepLast(recentN)))

@@ -29,11 +29,16 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	buffer, err := memories.NewBuffer()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, m := range []struct {
 		name string
 		mem  schema.Memory
 	}{
-		{"memstack Buffer", memories.NewBuffer()},
+		{"memstack Buffer", buffer},
 		{"memstack RecentN(4)", recent},
 	} {
 		r, err := recallbench.Replay(ctx, m.name, conv, m.mem)

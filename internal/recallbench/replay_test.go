@@ -127,7 +127,7 @@ func TestReplay(t *testing.T) {
 	conv := tiny()
 
 	// The full transcript holds everything.
-	r, err := Replay(ctx, "buffer", conv, memories.NewBuffer(), WithTokenCounter(words))
+	r, err := Replay(ctx, "buffer", conv, mustBuffer(), WithTokenCounter(words))
 	require.NoError(t, err)
 	assert.Equal(t, "buffer", r.Name)
 	assert.Equal(t, 3, r.Questions)
@@ -193,24 +193,24 @@ func TestReplaySetsTheClock(t *testing.T) {
 func TestReplayErrors(t *testing.T) {
 	ctx := context.Background()
 	conv := tiny()
-	_, err := Replay(ctx, "x", conv, memories.NewBuffer(), nil)
+	_, err := Replay(ctx, "x", conv, mustBuffer(), nil)
 	assert.ErrorContains(t, err, "option 1 of 1 is nil")
-	_, err = Replay(ctx, "x", conv, memories.NewBuffer(), WithClock(nil))
+	_, err = Replay(ctx, "x", conv, mustBuffer(), WithClock(nil))
 	assert.ErrorContains(t, err, "WithClock(nil)")
-	_, err = Replay(ctx, "x", conv, memories.NewBuffer(), WithTokenCounter(nil))
+	_, err = Replay(ctx, "x", conv, mustBuffer(), WithTokenCounter(nil))
 	assert.ErrorContains(t, err, "WithTokenCounter(nil)")
-	_, err = Replay(ctx, "x", nil, memories.NewBuffer())
+	_, err = Replay(ctx, "x", nil, mustBuffer())
 	assert.ErrorContains(t, err, "conversation is nil")
 	_, err = Replay(ctx, "x", conv, nil)
 	assert.ErrorContains(t, err, "memory is nil")
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = Replay(cancelled, "x", conv, memories.NewBuffer())
+	_, err = Replay(cancelled, "x", conv, mustBuffer())
 	assert.ErrorIs(t, err, context.Canceled)
 
 	// A memory's failure names the turn.
-	bad := memories.NewBuffer(memories.WithInputKey("question"))
+	bad := mustBuffer(memories.WithInputKey("question"))
 	_, err = Replay(ctx, "bad", conv, bad)
 	assert.ErrorContains(t, err, "replaying bad: saving turn 0")
 }
@@ -265,4 +265,14 @@ func TestDefaultStackMeetsTheTarget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, window.Recall(), 0.1)
 	assert.LessOrEqual(t, window.MaxTokens, 1000)
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

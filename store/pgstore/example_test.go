@@ -53,7 +53,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	full := memories.NewBuffer(memories.WithStore(transcript))
+	full, err := memories.NewBuffer(memories.WithStore(transcript))
+	if err != nil {
+		log.Fatal(err)
+	}
 	recent, err := memories.NewRecentN(10, memories.WithStore(window))
 	if err != nil {
 		log.Fatal(err)

@@ -170,7 +170,7 @@ func TestSummaryFoldHeldPastTheTTLOfAClear(t *testing.T) {
 			r1 := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithTTL(time.Second))
 			r2 := open(t, addr, redisstore.WithKeyPrefix(prefix), redisstore.WithTTL(time.Second))
 			g := &heldCalls{entered: make(chan struct{}, 16), release: make(chan struct{})}
-			opts := []memories.Option{memories.WithMaxMessages(4), memories.WithBatchSize(2), memories.WithRetryBackoff(0, 0)}
+			opts := []memories.SummaryOption{memories.WithMaxMessages(4), memories.WithBatchSize(2), memories.WithRetryBackoff(0, 0)}
 			a, err := memories.NewSummary(heldSummarizer{g}, append(opts, memories.WithStore(r1), memories.WithBackground(true))...)
 			require.NoError(t, err)
 			defer a.Close()

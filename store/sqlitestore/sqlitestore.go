@@ -9,7 +9,7 @@
 //	s, err := sqlitestore.Open(ctx, "memory.db", sqlitestore.WithNamespace("buffer"))
 //	if err != nil { ... }
 //	defer s.Close()
-//	mem := memories.NewBuffer(memories.WithStore(s))
+//	mem, err := memories.NewBuffer(memories.WithStore(s))
 //
 // or, in the application's own database (which New checks: WAL mode, a
 // busy timeout; see New):

@@ -223,13 +223,13 @@ func TestReplayErrors(t *testing.T) {
 	_, err = Ask(ctx, &recorder{}, &c, nil)
 	assert.ErrorContains(t, err, "must not be nil")
 
-	bad := memories.NewBuffer(memories.WithInputKey("question"))
+	bad := mustBuffer(memories.WithInputKey("question"))
 	_, err = Replay(ctx, bad, &c, words)
 	assert.ErrorContains(t, err, "conversation t-1: locomo: saving exchange 1 (D1:1+D1:2)")
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = Replay(cancelled, memories.NewBuffer(), &c, words)
+	_, err = Replay(cancelled, mustBuffer(), &c, words)
 	assert.ErrorIs(t, err, context.Canceled)
 
 	hand := conversation("h", 1, 2, time.Now())
@@ -260,7 +260,7 @@ func TestEmptySidesAreStoredVerbatim(t *testing.T) {
 	}{
 		{"langchaingo ConversationBuffer", lcmemory.NewConversationBuffer(), ""},
 		{"langchaingo ConversationTokenBuffer", lcmemory.NewConversationTokenBuffer(nil, 10000), ""},
-		{"memstack Buffer", memories.NewBuffer(), ""},
+		{"memstack Buffer", mustBuffer(), ""},
 		{"memstack RecentN", recent, ""},
 		{"memstack TokenWindow", window, ""},
 		// Recall shows what matches the query: every turn of the fixture
@@ -323,4 +323,14 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, time.Duration(100), ds[0], "the input is not sorted in place")
 	assert.Zero(t, Percentile(nil, 50))
 	assert.Equal(t, time.Duration(7), Percentile([]time.Duration{7}, 95))
+}
+
+// mustBuffer is memories.NewBuffer for options that cannot fail: a test
+// that gives a bad option calls NewBuffer itself.
+func mustBuffer(opts ...memories.BufferOption) *memories.Buffer {
+	b, err := memories.NewBuffer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
