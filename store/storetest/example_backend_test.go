@@ -282,7 +282,11 @@ func TestMapStoreConformance(t *testing.T) {
 func ExampleOpener() {
 	open := mapOpener()
 	s, _ := open(nil, "example") // the kit passes its test here; this Opener needs none
-	mem := memories.NewBuffer(memories.WithStore(s))
+	mem, err := memories.NewBuffer(memories.WithStore(s))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	ctx := memstack.WithIdentity(context.Background(), memstack.Identity{Tenant: "acme", User: "ana"})
 	if err := mem.SaveContext(ctx, map[string]any{"input": "Hi, I'm Ana."}, map[string]any{"output": "Hello Ana!"}); err != nil {
 		fmt.Println(err)
