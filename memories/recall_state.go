@@ -1,0 +1,171 @@
+package memories
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// Clear removes the messages and the index entries of the identity in ctx,
+// and only that one. When removing the index entries fails (or is
+// abandoned, see Recall, "Failures") after the messages were removed, the
+// error says the messages are cleared.
+func (m *Recall) Clear(ctx context.Context) error {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return err
+	}
+	e := m.acquire(id)
+	defer m.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := m.cfg.store.Clear(ctx, id); err != nil {
+		return fmt.Errorf("memstack: clearing: %w", err)
+	}
+	e.ready, e.seen = false, 0
+	ictx, cancel := m.indexCtx(ctx)
+	defer cancel()
+	if err := m.deleteIndex(ictx, id, e); err != nil {
+		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
+	}
+	return nil
+}
+
+// acquire returns id's entry, created if needed, marked in use.
+func (m *Recall) acquire(id identity) *recallEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[id]
+	if e == nil {
+		e = &recallEntry{id: id}
+		e.elem = m.lru.PushFront(e)
+		m.entries[id] = e
+	} else {
+		m.lru.MoveToFront(e.elem)
+	}
+	e.refs++
+	return e
+}
+
+// hold marks e in use once more (an index call that may outlive its
+// caller); release ends it.
+func (m *Recall) hold(e *recallEntry) {
+	m.mu.Lock()
+	e.refs++
+	m.mu.Unlock()
+}
+
+// release marks e no longer in use and evicts the least recently used
+// entries beyond the cache size, releasing their in-process index state.
+func (m *Recall) release(e *recallEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.refs--
+	for el := m.lru.Back(); el != nil && len(m.entries) > m.cfg.cacheSize; {
+		prev := el.Prev()
+		if old := el.Value.(*recallEntry); old.refs == 0 {
+			m.lru.Remove(el)
+			delete(m.entries, old.id)
+			if r, ok := m.idx.(retrieval.Releaser); ok {
+				r.Release(old.id.Key())
+			}
+		}
+		el = prev
+	}
+}
+
+func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
+	st, err := m.cfg.store.GetState(ctx, id, RecallStateName)
+	if err != nil {
+		return recallState{}, 0, fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
+	}
+	var s recallState
+	if !st.Exists() {
+		return s, st.Version, nil // the absent version: a Clear or Forget moves it
+	}
+	if err := json.Unmarshal(st.Value, &s); err != nil {
+		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), RecallStateName, err)
+	}
+	return s, st.Version, nil
+}
+
+// refreshExchanges brings e's exchanges up to date with the store (e.mu is
+// held) and returns every stored record when it had to read them all (on
+// first use, or when the store changed other than by appends), else nil.
+func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+	s := m.cfg.store
+	st, err := s.Stat(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("memstack: loading history: %w", err)
+	}
+	if e.exsOK && st == e.exsStat {
+		return nil, nil
+	}
+	if e.exsOK && e.exsStat.Count > 0 && st.FirstSeq == e.exsStat.FirstSeq && st.Count > e.exsStat.Count {
+		k := st.Count - e.exsStat.Count
+		recs, err := s.Last(ctx, id, k+1)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: loading history: %w", err)
+		}
+		if len(recs) == k+1 && recs[0].Seq == e.exsStat.LastSeq {
+			old, cloned := len(e.exs), false
+			for _, r := range recs[1:] {
+				// A message that extends an exchange an earlier load
+				// may still be rendering (a selection outlives the lock
+				// through LoadItems' Render) goes to a copy: exchanges
+				// other goroutines can see are never written.
+				if t := r.Message.GetType(); !cloned && old > 0 && len(e.exs) == old &&
+					t != llms.ChatMessageTypeSystem && !m.opens(r.Message) {
+					e.exs, cloned = slices.Clone(e.exs), true
+				}
+				e.exs = m.appendExchange(e.exs, r)
+			}
+			e.exsStat = store.Stat{Count: e.exsStat.Count + k, FirstSeq: e.exsStat.FirstSeq, LastSeq: recs[k].Seq}
+			return nil, nil
+		}
+	}
+	recs, err := loadAll(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	if (e.exsOK || e.ready) && m.durable == nil {
+		// The store changed other than by appends (another writer cleared
+		// it or removed a prefix), or this is the first load and saves
+		// indexed before it, which may have been cleared since: drop the
+		// in-process index of the identity and index what is stored now,
+		// so removed units do not take the places of real hits. (A
+		// durable index keeps its entries; hits for removed units are
+		// skipped, and the search asks for more — see selectExchanges.)
+		ictx, cancel := m.indexCtx(ctx)
+		start := time.Now()
+		err := m.deleteIndex(ictx, id, e)
+		cancel()
+		if err != nil {
+			// An index failure like any other: reported, and the load
+			// shows nothing; the next load resets again (e is as it was).
+			err = fmt.Errorf("memstack: resetting the recall index: %w", err)
+			m.report(id, RecallOpIndex, 0, time.Since(start), err)
+			return nil, recallResetError{err}
+		}
+		e.ready, e.seen = false, 0
+	}
+	e.exs = m.recallExchanges(recs)
+	e.exsStat, e.exsOK = store.Stat{Count: len(recs)}, true
+	if len(recs) > 0 {
+		e.exsStat.FirstSeq, e.exsStat.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq
+	}
+	return recs, nil
+}
+
+// recallResetError is refreshExchanges' error when deleting the identity's
+// in-process index entries failed: an index failure, reported already.
+type recallResetError struct{ err error }
+
+func (e recallResetError) Error() string { return e.err.Error() }
+func (e recallResetError) Unwrap() error { return e.err }

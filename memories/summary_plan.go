@@ -1,0 +1,160 @@
+package memories
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/tokens"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// plan returns the fold due for id, or nil if none is.
+func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
+	// The state before the messages: the fold commits with the version
+	// read here, so a Clear or Forget after this read — by this process
+	// or another replica — makes the commit conflict, and one before it
+	// is seen by the read of the messages below. Read the other way
+	// round, a Clear in between would hand the fold the cleared messages
+	// and the cleared state's new version, and the commit would bring the
+	// cleared text back. (A fold committed by another writer in between
+	// makes the commit conflict too.) The messages read are those after
+	// the covered Seq only (Tail), so a plan costs what a load shows.
+	prev, version, err := m.readState(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := m.cfg.store.Tail(ctx, id, math.MaxInt, prev.Through)
+	if err != nil {
+		return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
+	}
+	_, rest := split(recs)
+	var cut int
+	if m.tokenMode {
+		if cut, err = m.tokenCut(id, rest); err != nil {
+			return nil, err
+		}
+	} else if len(rest) > m.n {
+		cut = batchEnd(rest, max(m.m, len(rest)-m.n), false)
+	}
+	if cut == 0 {
+		return nil, nil
+	}
+	return &sumPlan{prev: prev, version: version, batch: messagesOf(rest[:cut]), through: rest[cut-1].Seq}, nil
+}
+
+// tokenCut returns how many of the oldest messages of rest to fold in token
+// mode: 0 while they are within t tokens, else enough that about t/2 remain.
+// A bad count (tokens.Count) is an error: nothing is folded.
+func (m *Summary) tokenCut(id identity, rest []store.Record) (int, error) {
+	costs := make([]int, len(rest))
+	total := 0
+	for i, r := range rest {
+		c, err := m.cost(id, r)
+		if err != nil {
+			return 0, fmt.Errorf("counting the tokens of message Seq %d of %s: %w", r.Seq, id.Key(), err)
+		}
+		costs[i] = c
+		total = min(total+c, math.MaxInt/2)
+	}
+	if total <= m.t {
+		return 0, nil
+	}
+	k, left := 0, total
+	for k < len(rest) && left > m.t/2 {
+		left -= costs[k]
+		k++
+	}
+	return batchEnd(rest, k, true), nil
+}
+
+// cost is a message's token cost: its rendered line plus the line break,
+// cached per (identity, Seq), capped at 2^40 so sums never wrap. A
+// negative count or a panicking counter is an error (tokens.Count), never
+// cached.
+func (m *Summary) cost(id identity, r store.Record) (int, error) {
+	k := tokenKey{id, r.Seq}
+	if m.counts != nil {
+		if n, ok := m.counts.Get(k); ok {
+			return n, nil
+		}
+	}
+	line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
+	if err != nil {
+		return math.MaxInt / 4, nil
+	}
+	n, err := tokens.Count(m.counter, line)
+	if err != nil {
+		return 0, err
+	}
+	n = min(n, 1<<40) + 1
+	if m.counts != nil {
+		m.counts.Add(k, n)
+	}
+	return n, nil
+}
+
+// batchEnd returns where a batch of the oldest messages of rest that should
+// hold at least k messages ends (the number of messages in it), or 0 for no
+// batch. The end is a turn boundary (just before a human message) at or
+// after k; if rest has no human message after its first, any boundary that
+// keeps a tool call with its results. The newest message is never included.
+// With back set, when no boundary lies at or after k, the latest boundary
+// before k is used instead.
+func batchEnd(rest []store.Record, k int, back bool) int {
+	if len(rest) < 2 {
+		return 0
+	}
+	k = min(max(k, 1), len(rest)-1)
+	ok := func(c int) bool { return rest[c].Message.GetType() == llms.ChatMessageTypeHuman }
+	hasHuman := false
+	for _, r := range rest[1:] {
+		if r.Message.GetType() == llms.ChatMessageTypeHuman {
+			hasHuman = true
+			break
+		}
+	}
+	if !hasHuman {
+		starts := groupStarts(rest)
+		ok = func(c int) bool { return starts[c] == c }
+	}
+	for c := k; c < len(rest); c++ {
+		if ok(c) {
+			return c
+		}
+	}
+	if back {
+		for c := k - 1; c > 0; c-- {
+			if ok(c) {
+				return c
+			}
+		}
+	}
+	return 0
+}
+
+// groupStarts returns, for each message, the index of the first message of
+// its group: an AI message that calls tools with the results that follow
+// it, or any other single message (as in RecentN).
+func groupStarts(rest []store.Record) []int {
+	starts := make([]int, len(rest))
+	open := -1
+	for i, r := range rest {
+		switch {
+		case callsTools(r.Message):
+			open, starts[i] = i, i
+		case isToolResult(r.Message) && open >= 0:
+			starts[i] = open
+		case r.Message.GetType() == llms.ChatMessageTypeSystem:
+			// A system message between a tool call and its results is a
+			// unit of its own and does not end the call's group: the
+			// results stay with their call.
+			starts[i] = i
+		default:
+			open, starts[i] = -1, i
+		}
+	}
+	return starts
+}
