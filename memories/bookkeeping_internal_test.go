@@ -41,7 +41,7 @@ const bkIdentities = maxSummaryBackoffs + 8000
 func summaryRetained(m *Summary) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.ids) + m.backoffs.Len()
+	return m.pool.Len() + m.backoffs.Len()
 }
 
 func TestSummary_FailingModelKeepsBoundedBookkeeping(t *testing.T) {
@@ -95,14 +95,14 @@ func TestFacts_FailingModelKeepsBoundedBookkeeping(t *testing.T) {
 			require.NoError(t, m.Flush(context.Background()))
 			assert.Equal(t, int64(n), m.Stats().Failures)
 			m.mu.Lock()
-			ids, later := len(m.ids), len(m.laterLLM)
+			ids, later := m.pool.Len(), len(m.laterLLM)
 			m.mu.Unlock()
 			assert.Zero(t, ids, "no entry is kept once an identity's work is done")
 			assert.LessOrEqual(t, later, maxLaterLLM)
 
 			require.NoError(t, m.Close())
 			m.mu.Lock()
-			ids, later = len(m.ids), len(m.laterLLM)
+			ids, later = m.pool.Len(), len(m.laterLLM)
 			m.mu.Unlock()
 			assert.Zero(t, ids+later, "nothing is kept after Close")
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/extract"
 	"github.com/memstack/memstack/layer"
+	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/llms"
@@ -270,30 +271,12 @@ type Facts struct {
 
 	extractions, failures, stored, superseded atomic.Int64
 
-	closeCtx context.Context
-	closeAll context.CancelFunc
+	// pool runs the extractions: one at a time per identity, on the
+	// caller's goroutine or in a background worker per identity.
+	pool *worker.Pool[identity]
 
 	mu       sync.Mutex
 	laterLLM map[identity]int // background model calls not reported yet
-	closed   bool
-	// closeDone is closed when the first Close has stopped the work;
-	// set with closed.
-	closeDone chan struct{}
-	ids       map[identity]*factsEntry
-	inflight  int
-	idle      chan struct{}
-}
-
-// factsEntry is the per-identity coordination state of a Facts memory.
-type factsEntry struct {
-	// sem (capacity 1) is held while extracting for the identity, and by
-	// Clear.
-	sem chan struct{}
-	// The rest is guarded by Facts.mu.
-	refs   int
-	worker bool // a background worker goroutine runs for the identity
-	dirty  bool // messages arrived since extraction last looked
-	cancel context.CancelFunc
 }
 
 // factsState is what a Facts memory keeps in the store's state.
@@ -444,7 +427,7 @@ func NewFacts(ext extract.Extractor, opts ...FactsOption) (*Facts, error) {
 		}
 		all = append(all, o)
 	}
-	m := &Facts{base: newBase(all, FactsOption.applyFacts), ext: ext, ids: make(map[identity]*factsEntry)}
+	m := &Facts{base: newBase(all, FactsOption.applyFacts), ext: ext}
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -473,7 +456,7 @@ func NewFacts(ext extract.Extractor, opts ...FactsOption) (*Facts, error) {
 		}
 		m.counter = cl
 	}
-	m.closeCtx, m.closeAll = context.WithCancel(context.Background())
+	m.pool = worker.New(worker.Config[identity]{Run: m.run, Queue: true})
 	return m, nil
 }
 
@@ -533,24 +516,7 @@ func (m *Facts) Flush(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	for {
-		m.mu.Lock()
-		if m.closed {
-			m.mu.Unlock()
-			return errFactsClosed{}
-		}
-		if m.inflight == 0 {
-			m.mu.Unlock()
-			return nil
-		}
-		idle := m.idle
-		m.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return fmt.Errorf("memstack: flush: %w", ctx.Err())
-		}
-	}
+	return poolErr(m.pool.Flush(ctx), ctx, "flush", errFactsClosed{})
 }
 
 // Close cancels every running extraction (its turn stays stored and is
@@ -562,27 +528,10 @@ func (m *Facts) Flush(ctx context.Context) error {
 // no-op that returns, like a Close called concurrently, once the first
 // Close has stopped the work.
 func (m *Facts) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		// Closed, or closing: return once the first Close has stopped
-		// the work.
-		done := m.closeDone
-		m.mu.Unlock()
-		<-done
-		return nil
-	}
-	m.closed = true
-	m.closeDone = make(chan struct{})
-	idle := m.idle
-	m.mu.Unlock()
-	m.closeAll()
-	if idle != nil {
-		<-idle
-	}
+	m.pool.Close()
 	m.mu.Lock()
 	m.laterLLM = nil
 	m.mu.Unlock()
-	close(m.closeDone)
 	return nil
 }
 
@@ -637,9 +586,7 @@ func (m *Facts) checkID(id identity) error {
 }
 
 func (m *Facts) open() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	if m.pool.Closed() {
 		return errFactsClosed{}
 	}
 	return nil

@@ -25,28 +25,18 @@ func (m *Facts) Clear(ctx context.Context) error {
 	if err := m.open(); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	e := m.entryLocked(id)
-	if e.cancel != nil {
-		e.cancel()
-	}
-	m.mu.Unlock()
-	defer m.release(id, e)
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("memstack: clearing: %w", ctx.Err())
-	}
-	defer func() { <-e.sem }()
-	if err := m.cfg.store.Clear(ctx, id); err != nil {
-		return fmt.Errorf("memstack: clearing: %w", err)
-	}
-	if m.perUser {
-		if err := m.forgetFacts(ctx, m.scope(id)); err != nil {
-			return fmt.Errorf("memstack: clearing the facts: %w", err)
+	err = m.pool.Exclusive(ctx, id, func() error {
+		if err := m.cfg.store.Clear(ctx, id); err != nil {
+			return fmt.Errorf("memstack: clearing: %w", err)
 		}
-	}
-	return nil
+		if m.perUser {
+			if err := m.forgetFacts(ctx, m.scope(id)); err != nil {
+				return fmt.Errorf("memstack: clearing the facts: %w", err)
+			}
+		}
+		return nil
+	})
+	return poolErr(err, ctx, "clearing", errFactsClosed{})
 }
 
 // ---- state ----

@@ -1,13 +1,13 @@
 package memories
 
 import (
-	"container/list"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -303,16 +303,13 @@ type Recall struct {
 	counterOnce sync.Once
 	counter     tokens.Counter
 
-	mu      sync.Mutex
-	entries map[identity]*recallEntry
-	lru     list.List // of *recallEntry, most recently used first
+	// entries holds the identities' index state (see acquire).
+	entries *worker.Registry[identity, recallEntry]
 }
 
 // recallEntry is what a Recall knows about one identity's index.
 type recallEntry struct {
-	id   identity
-	elem *list.Element
-	refs int // guarded by Recall.mu; an entry in use is never evicted
+	id identity
 
 	mu    sync.Mutex // held while indexing or loading the identity
 	ready bool       // the identity's exchanges were indexed in this process
@@ -604,10 +601,11 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		}
 	}
 	opts = append([]RecallOption{WithMemoryKey(RecallMemoryKey)}, opts...)
-	m := &Recall{base: newBase(opts, RecallOption.applyRecall), entries: make(map[identity]*recallEntry)}
+	m := &Recall{base: newBase(opts, RecallOption.applyRecall)}
 	if m.err != nil {
 		return nil, m.err
 	}
+	m.entries = worker.NewRegistry(m.cfg.cacheSize, m.newEntry, m.evict)
 	s := m.cfg.recall
 	if len(s.indexBy) > 1 {
 		return nil, fmt.Errorf("%w: NewRecall: the index is chosen %d times (%s); choose one", ErrInvalidOption, len(s.indexBy), strings.Join(s.indexBy, ", "))

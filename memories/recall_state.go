@@ -37,46 +37,26 @@ func (m *Recall) Clear(ctx context.Context) error {
 	return nil
 }
 
-// acquire returns id's entry, created if needed, marked in use.
-func (m *Recall) acquire(id identity) *recallEntry {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entries[id]
-	if e == nil {
-		e = &recallEntry{id: id}
-		e.elem = m.lru.PushFront(e)
-		m.entries[id] = e
-	} else {
-		m.lru.MoveToFront(e.elem)
-	}
-	e.refs++
-	return e
-}
+// acquire returns id's entry, created if needed, marked in use: an entry
+// in use is never evicted. Up to WithCacheSize entries no one uses are
+// kept (m.entries, a worker.Registry), the least recently used evicted
+// first with their in-process index state.
+func (m *Recall) acquire(id identity) *recallEntry { return m.entries.Acquire(id) }
 
 // hold marks e in use once more (an index call that may outlive its
 // caller); release ends it.
-func (m *Recall) hold(e *recallEntry) {
-	m.mu.Lock()
-	e.refs++
-	m.mu.Unlock()
-}
+func (m *Recall) hold(e *recallEntry) { m.entries.Hold(e.id) }
 
-// release marks e no longer in use and evicts the least recently used
-// entries beyond the cache size, releasing their in-process index state.
-func (m *Recall) release(e *recallEntry) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e.refs--
-	for el := m.lru.Back(); el != nil && len(m.entries) > m.cfg.cacheSize; {
-		prev := el.Prev()
-		if old := el.Value.(*recallEntry); old.refs == 0 {
-			m.lru.Remove(el)
-			delete(m.entries, old.id)
-			if r, ok := m.idx.(retrieval.Releaser); ok {
-				r.Release(old.id.Key())
-			}
-		}
-		el = prev
+// release marks e no longer in use.
+func (m *Recall) release(e *recallEntry) { m.entries.Release(e.id) }
+
+// newEntry is the entries registry's constructor.
+func (m *Recall) newEntry(id identity) *recallEntry { return &recallEntry{id: id} }
+
+// evict lets go of an evicted identity's in-process index state.
+func (m *Recall) evict(id identity, _ *recallEntry) {
+	if r, ok := m.idx.(retrieval.Releaser); ok {
+		r.Release(id.Key())
 	}
 }
 

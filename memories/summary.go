@@ -12,6 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/summarizer"
@@ -183,23 +184,14 @@ type Summary struct {
 
 	calls, failures, folded atomic.Int64
 
-	closeCtx context.Context
-	closeAll context.CancelFunc
+	// pool runs the summarizations: one at a time per identity, on the
+	// caller's goroutine or in a background worker per identity.
+	pool *worker.Pool[identity]
 
-	mu     sync.Mutex
-	closed bool
-	// closeDone is closed when the first Close has stopped the work;
-	// set with closed.
-	closeDone chan struct{}
-	// ids holds the entries of the identities in use (a save, a Clear, a
-	// worker); an entry goes when its last user releases it.
-	ids map[identity]*sumEntry
-	// backoffs holds the retry backoff of the identities whose last
-	// summarization failed, the maxSummaryBackoffs most recent; guarded
-	// by mu.
+	// mu guards backoffs: the retry backoff of the identities whose last
+	// summarization failed, the maxSummaryBackoffs most recent.
+	mu       sync.Mutex
 	backoffs *simplelru.LRU[identity, sumBackoff]
-	inflight int           // summarizations and background workers running
-	idle     chan struct{} // closed when inflight drops to 0; nil while 0
 }
 
 // maxSummaryBackoffs bounds how many identities' retry backoffs a Summary
@@ -212,18 +204,6 @@ const maxSummaryBackoffs = 1 << 14
 type sumBackoff struct {
 	failures int // consecutive summarizer failures
 	nextTry  time.Time
-}
-
-// sumEntry is the per-identity coordination state of a Summary.
-type sumEntry struct {
-	// sem (capacity 1) is held during a summarization step of the
-	// identity, and by Clear.
-	sem chan struct{}
-	// The rest is guarded by Summary.mu.
-	refs   int
-	worker bool               // a background worker goroutine runs for the identity
-	dirty  bool               // messages arrived since the worker last planned
-	cancel context.CancelFunc // cancels the running step, if any
 }
 
 // summaryState is what a Summary keeps in the store's state per identity.
@@ -256,7 +236,7 @@ func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error
 			return nil, fmt.Errorf("%w: NewSummary: the summarizer cannot summarize: %w", ErrInvalidOption, err)
 		}
 	}
-	m := &Summary{base: newBase(opts, SummaryOption.applySummary), sum: s, ids: make(map[identity]*sumEntry)}
+	m := &Summary{base: newBase(opts, SummaryOption.applySummary), sum: s}
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -304,7 +284,7 @@ func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error
 	if c.sumTimeoutSet {
 		m.timeout = c.sumTimeout
 	}
-	m.closeCtx, m.closeAll = context.WithCancel(context.Background())
+	m.pool = worker.New(worker.Config[identity]{Run: m.run, Wait: m.waiting})
 	return m, nil
 }
 
@@ -393,26 +373,16 @@ func (m *Summary) Clear(ctx context.Context) error {
 	if err := m.open(); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	e := m.entryLocked(id)
-	if e.cancel != nil {
-		e.cancel()
-	}
-	m.mu.Unlock()
-	defer m.release(id, e)
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("memstack: clearing: %w", ctx.Err())
-	}
-	defer func() { <-e.sem }()
-	if err := m.cfg.store.Clear(ctx, id); err != nil {
-		return fmt.Errorf("memstack: clearing: %w", err)
-	}
-	m.mu.Lock()
-	m.backoffs.Remove(id)
-	m.mu.Unlock()
-	return nil
+	err = m.pool.Exclusive(ctx, id, func() error {
+		if err := m.cfg.store.Clear(ctx, id); err != nil {
+			return fmt.Errorf("memstack: clearing: %w", err)
+		}
+		m.mu.Lock()
+		m.backoffs.Remove(id)
+		m.mu.Unlock()
+		return nil
+	})
+	return poolErr(err, ctx, "clearing", ErrClosed)
 }
 
 // Flush waits until no summarization is running or pending in this Summary
@@ -423,24 +393,7 @@ func (m *Summary) Flush(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	for {
-		m.mu.Lock()
-		if m.closed {
-			m.mu.Unlock()
-			return ErrClosed
-		}
-		if m.inflight == 0 {
-			m.mu.Unlock()
-			return nil
-		}
-		idle := m.idle
-		m.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return fmt.Errorf("memstack: flush: %w", ctx.Err())
-		}
-	}
+	return poolErr(m.pool.Flush(ctx), ctx, "flush", ErrClosed)
 }
 
 // Close cancels every running summarization (their messages stay raw),
@@ -450,27 +403,10 @@ func (m *Summary) Flush(ctx context.Context) error {
 // no-op that returns, like a Close called concurrently, once the first
 // Close has stopped the work.
 func (m *Summary) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		// Closed, or closing: return once the first Close has stopped
-		// the work.
-		done := m.closeDone
-		m.mu.Unlock()
-		<-done
-		return nil
-	}
-	m.closed = true
-	m.closeDone = make(chan struct{})
-	idle := m.idle
-	m.mu.Unlock()
-	m.closeAll()
-	if idle != nil {
-		<-idle
-	}
+	m.pool.Close()
 	m.mu.Lock()
 	m.backoffs.Purge()
 	m.mu.Unlock()
-	close(m.closeDone)
 	return nil
 }
 

@@ -114,11 +114,11 @@ func (m *Summary) tidy(ctx context.Context, id identity) {
 // backoff records one more failure of id and when to try it again. After
 // Close it records nothing.
 func (m *Summary) backoff(id identity) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	if m.pool.Closed() {
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	b, _ := m.backoffs.Get(id)
 	b.failures++
 	d := m.retryMin
