@@ -18,25 +18,15 @@ import (
 // extraction of that identity in flight in this Facts is cancelled first
 // and cannot commit afterwards.
 func (m *Facts) Clear(ctx context.Context) error {
-	id, err := m.begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := m.open(); err != nil {
-		return err
-	}
-	err = m.pool.Exclusive(ctx, id, func() error {
-		if err := m.cfg.store.Clear(ctx, id); err != nil {
-			return fmt.Errorf("memstack: clearing: %w", err)
+	return m.clearExclusive(ctx, m.pool, errFactsClosed{}, func(id identity) error {
+		if !m.perUser {
+			return nil
 		}
-		if m.perUser {
-			if err := m.forgetFacts(ctx, m.scope(id)); err != nil {
-				return fmt.Errorf("memstack: clearing the facts: %w", err)
-			}
+		if err := m.forgetFacts(ctx, m.scope(id)); err != nil {
+			return fmt.Errorf("memstack: clearing the facts: %w", err)
 		}
 		return nil
 	})
-	return poolErr(err, ctx, "clearing", errFactsClosed{})
 }
 
 // ---- state ----

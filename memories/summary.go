@@ -366,23 +366,12 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 // only that one. A summarization of that identity in flight in this Summary
 // is cancelled first and cannot commit afterwards.
 func (m *Summary) Clear(ctx context.Context) error {
-	id, err := m.begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := m.open(); err != nil {
-		return err
-	}
-	err = m.pool.Exclusive(ctx, id, func() error {
-		if err := m.cfg.store.Clear(ctx, id); err != nil {
-			return fmt.Errorf("memstack: clearing: %w", err)
-		}
+	return m.clearExclusive(ctx, m.pool, ErrClosed, func(id identity) error {
 		m.mu.Lock()
 		m.backoffs.Remove(id)
 		m.mu.Unlock()
 		return nil
 	})
-	return poolErr(err, ctx, "clearing", ErrClosed)
 }
 
 // Flush waits until no summarization is running or pending in this Summary

@@ -2,11 +2,9 @@ package memories
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/observe"
 )
 
@@ -52,19 +50,4 @@ func (m *Summary) waiting(id identity) bool {
 	defer m.mu.Unlock()
 	b, ok := m.backoffs.Peek(id)
 	return ok && time.Now().Before(b.nextTry)
-}
-
-// poolErr turns the error of a worker.Pool call made for op (Clear's
-// "clearing", "flush") into the layer's: closed for worker.ErrClosed, op
-// wrapping ctx's error when the call ended on ctx, else err as it is.
-func poolErr(err error, ctx context.Context, op string, closed error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, worker.ErrClosed):
-		return closed
-	case err == ctx.Err():
-		return fmt.Errorf("memstack: %s: %w", op, err)
-	}
-	return err
 }
