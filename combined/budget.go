@@ -9,6 +9,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tmc/langchaingo/llms"
 
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
@@ -580,13 +581,13 @@ func foreign(child int, key string, val any) variable {
 
 // messageItems makes items of a foreign child's messages: each message
 // one item (Kind "message", ID its 1-based position), an AI message that
-// calls tools grouped with the results that follow it, system messages
-// dropped last: the drop order of layer's transcript scheme
-// (layer.PriorityMessage, layer.PrioritySystem).
+// calls tools grouped with the results that follow it (a tool group,
+// conv.GroupStarts), system messages dropped last: the drop order of
+// layer's transcript scheme (layer.PriorityMessage, layer.PrioritySystem).
 func messageItems(msgs []llms.ChatMessage) []Item {
 	items := make([]Item, len(msgs))
+	starts := conv.GroupStarts(msgs, conv.Self)
 	group := 0
-	open := 0 // group of the tool call results may still join
 	for i, msg := range msgs {
 		it := Item{Kind: "message", ID: fmt.Sprint(i + 1), Priority: layer.PriorityMessage}
 		if msg == nil {
@@ -598,33 +599,20 @@ func messageItems(msgs []llms.ChatMessage) []Item {
 		} else {
 			it.Text = msg.GetContent()
 		}
-		switch t := msg.GetType(); {
-		case callsTools(msg):
+		switch {
+		case starts[i] != i: // a result that joins its call
+			it.Group = items[starts[i]].Group
+		case conv.CallsTools(msg):
 			group++
-			open = group
 			it.Group = group
-		case (t == llms.ChatMessageTypeTool || t == llms.ChatMessageTypeFunction) && open != 0:
-			it.Group = open
-		case t == llms.ChatMessageTypeSystem:
+		case conv.IsSystem(msg):
 			// Dropped last, and no end to an open tool group: results
 			// after it still go with their call.
 			it.Priority = layer.PrioritySystem
-		default:
-			open = 0
 		}
 		items[i] = it
 	}
 	return items
-}
-
-func callsTools(msg llms.ChatMessage) bool {
-	switch m := msg.(type) {
-	case llms.AIChatMessage:
-		return len(m.ToolCalls) > 0 || m.FunctionCall != nil
-	case *llms.AIChatMessage:
-		return m != nil && (len(m.ToolCalls) > 0 || m.FunctionCall != nil)
-	}
-	return false
 }
 
 // units counts the tokens of v's items (into v.counts) and groups them

@@ -11,7 +11,7 @@
 //   - Summary: a running summary of everything older (from any
 //     summarizer.Summarizer: an llms.Model, or the offline extractive
 //     summarizer) plus the recent messages raw; one model call per batch,
-//     never per turn, optionally in the background.
+//     never per exchange, optionally in the background.
 //   - Facts: durable facts extracted from the conversation (package
 //     extract: built-in patterns, your own rules, or an llms.Model), each
 //     with the messages it came from and when it became valid; a new value
@@ -43,11 +43,11 @@
 // a compare-and-set on that version; a Clear or Forget moves the version
 // even of an absent state (package store, "Cleared means gone"), so the
 // commit conflicts and is dropped, its model call wasted but nothing
-// stored. Facts also checks, before each commit, that the turn's messages
-// are still stored; Recall takes back the vector-store documents it added
-// for messages cleared meanwhile (when the vector store can delete them:
-// retrieval.Remover). Within one process Clear also cancels the
-// identity's running model call. What a Clear cannot reach: a vector
+// stored. Facts also checks, before each commit, that the exchange's
+// messages are still stored; Recall takes back the vector-store documents
+// it added for messages cleared meanwhile (when the vector store can
+// delete them: retrieval.Remover). Within one process Clear also cancels
+// the identity's running model call. What a Clear cannot reach: a vector
 // store that cannot delete keeps the cleared documents (Recall never
 // shows them), and store.Forget does not touch vector stores at all —
 // call the Recall's Clear too. Facts kept per user (WithFactsPerUser)
@@ -57,8 +57,9 @@
 // Saving: SaveContext takes the user's message from the inputs map and the
 // model's answer from the outputs map, choosing keys exactly as langchaingo's
 // memory.GetInputValue does (see package adapter). Both maps are validated
-// before anything is written, so a turn is stored whole or not at all; an
-// error names the offending key and never includes the values. AddMessage
+// before anything is written, so an exchange (a human message and the
+// answer after it) is stored whole or not at all; an error names the
+// offending key and never includes the values. AddMessage
 // stores a single message of any role: that is how system prompts and tool
 // messages enter memory.
 //
@@ -70,9 +71,9 @@
 //
 // Time: every message a memory saves is stored with the time of its save
 // (store.Record.Time): the time the caller gave with memstack.WithTime —
-// to import an existing history, or replay one, at the times its turns
-// were said — else now (Facts: its WithClock clock). The time travels in
-// the context like the identity, so a chain needs no change:
+// to import an existing history, or replay one, at the times its
+// exchanges were said — else now (Facts: its WithClock clock). The time
+// travels in the context like the identity, so a chain needs no change:
 //
 //	for _, turn := range history {
 //		ctx := memstack.WithTime(ctx, turn.At)
@@ -99,8 +100,8 @@
 // read everything and remove nothing. Retention is the user's choice:
 // WithRetention(KeepLast(n)) lets a RecentN, TokenWindow or Summary remove
 // older messages, and combined.New refuses it where another layer on the
-// same store reads them. A turn saved by several layers on one store is
-// stored once (memstack.WithSaveKey: combined.Memory sets it for every
+// same store reads them. An exchange saved by several layers on one store
+// is stored once (memstack.WithSaveKey: combined.Memory sets it for every
 // save; a retried save with the same key stores nothing twice), and each
 // layer keeps what it derives — a summary, facts, an index — in a state
 // value of its own (SummaryStateName, FactsStateName, RecallStateName), so
@@ -108,7 +109,7 @@
 // of their own (combined.New says so); two windows or two Buffers can
 // share one. Layers on different stores each keep their copy. A
 // langchaingo memory over store.AsHistory of the same store cannot share
-// it: it stores every turn again and its windows remove messages
+// it: it stores every exchange again and its windows remove messages
 // (combined.New refuses it).
 //
 // Options are typed (see Option): each type has an option interface

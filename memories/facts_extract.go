@@ -13,14 +13,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/memstack/memstack/extract"
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 )
 
 // ---- extraction ----
 
-// catchUp extracts, turn by turn, every message of id that extraction has
-// not covered yet, until there is none or an attempt cannot advance.
+// catchUp extracts, exchange by exchange, every message of id that
+// extraction has not covered yet, until there is none or an attempt
+// cannot advance.
 func (m *Facts) catchUp(ctx context.Context, id identity) {
 	for ctx.Err() == nil {
 		recs, epoch, err := m.pending(ctx, id)
@@ -34,8 +36,8 @@ func (m *Facts) catchUp(ctx context.Context, id identity) {
 		if len(recs) == 0 {
 			return
 		}
-		for _, g := range splitTurns(recs) {
-			if !m.extractTurn(ctx, id, g, epoch) {
+		for _, g := range conv.Exchanges(recs, recMessage) {
+			if !m.extractExchange(ctx, id, g, epoch) {
 				return
 			}
 		}
@@ -55,9 +57,9 @@ func (m *Facts) pending(ctx context.Context, id identity) ([]store.Record, uint6
 			return recs, st.Epoch, nil // only a per-user Clear moves the epoch
 		}
 		// The epoch again, after the messages: if a per-user Clear moved
-		// it while they were read, a turn said after that Clear may be
+		// it while they were read, an exchange said after that Clear may be
 		// among them, and commit would drop its facts; read again. When
-		// it did not move, every turn read was stored before any Clear
+		// it did not move, every exchange read was stored before any Clear
 		// that moves it later, so commit may drop their facts then.
 		again, _, err := m.readState(ctx, m.scope(id))
 		if err != nil {
@@ -108,28 +110,14 @@ func (m *Facts) pendingOnce(ctx context.Context, id identity) ([]store.Record, f
 	return recs[i:], st, nil
 }
 
-// splitTurns splits records into turns: each starts at a human message
-// (the first may start anywhere).
-func splitTurns(recs []store.Record) [][]store.Record {
-	var out [][]store.Record
-	start := 0
-	for i := 1; i < len(recs); i++ {
-		if recs[i].Message.GetType() == llms.ChatMessageTypeHuman {
-			out = append(out, recs[start:i])
-			start = i
-		}
-	}
-	return append(out, recs[start:])
-}
-
-// extractTurn extracts and commits the facts of one turn and reports
-// false when extraction cannot go on (cancelled, or the turn could not be
-// marked as covered).
-func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Record, epoch uint64) bool {
+// extractExchange extracts and commits the facts of one exchange and
+// reports false when extraction cannot go on (cancelled, or the exchange
+// could not be marked as covered).
+func (m *Facts) extractExchange(ctx context.Context, id identity, ex []store.Record, epoch uint64) bool {
 	var msgs []llms.ChatMessage
 	var seqs []int64
 	var times []time.Time
-	for _, r := range turn {
+	for _, r := range ex {
 		t := r.Message.GetType()
 		if (t == llms.ChatMessageTypeHuman || t == llms.ChatMessageTypeAI) && strings.TrimSpace(r.Message.GetContent()) != "" {
 			msgs = append(msgs, r.Message)
@@ -137,7 +125,7 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 			times = append(times, r.Time)
 		}
 	}
-	through := turn[len(turn)-1].Seq
+	through := ex[len(ex)-1].Seq
 	if len(msgs) == 0 {
 		_, _, err := m.commit(ctx, id, through, nil, epoch)
 		return err == nil
@@ -153,9 +141,9 @@ func (m *Facts) extractTurn(ctx context.Context, id identity, turn []store.Recor
 		ev.Err = m.redact(fmt.Errorf("extracting facts from %d messages of %s: %w", len(msgs), id.Key(), err), id)
 		m.report(ev)
 		if ctx.Err() != nil {
-			return false // cancelled: the turn is left for the next extraction
+			return false // cancelled: the exchange is left for the next extraction
 		}
-		// Skip the turn: a malformed answer or a failing model would fail
+		// Skip the exchange: a malformed answer or a failing model would fail
 		// again on it.
 		_, _, err := m.commit(ctx, id, through, nil, epoch)
 		return err == nil
@@ -190,7 +178,7 @@ func (m *Facts) callExtractor(ctx context.Context, msgs []llms.ChatMessage) ([]e
 	})
 }
 
-// choose validates the candidates of one turn and turns at most
+// choose validates the candidates of one exchange and turns at most
 // maxPerTurn of them into facts, in order, each valid from the time of its
 // sources (zero when none has a time: commit dates it); it returns how
 // many it dropped. times[i] is the time of the message seqs[i].
@@ -221,7 +209,7 @@ func (m *Facts) choose(id identity, cands []extract.Candidate, seqs []int64, tim
 		f := Fact{Key: subject + " " + attr, Subject: subject, Attribute: attr, Value: value,
 			Sources: src, Conversation: id.Conversation, Rule: c.Rule, ValidFrom: newestTime(src, seqs, times)}
 		if i, ok := at[f.Key]; ok {
-			facts[i] = f // restated in the same turn: the later value wins
+			facts[i] = f // restated in the same exchange: the later value wins
 			dropped++
 			continue
 		}
@@ -254,12 +242,12 @@ func newestTime(src, seqs []int64, times []time.Time) time.Time {
 //
 // Cleared means gone (see package store): each attempt reads the state,
 // then the messages' bounds, then commits with the version it read. If
-// the turn's messages are gone — a Clear or Forget, by any replica, after
+// the exchange's messages are gone — a Clear or Forget, by any replica, after
 // pending read them — it records nothing at all; a Clear after the state
 // read makes the commit conflict, and the next attempt sees the messages
 // gone. If the facts were cleared with the state kept (WithFactsPerUser:
 // the epoch moved since pending's read), it records the coverage but not
-// the facts: they come from a turn said before the Clear.
+// the facts: they come from an exchange said before the Clear.
 func (m *Facts) commit(ctx context.Context, id identity, through int64, facts []Fact, epoch uint64) (stored, superseded int, err error) {
 	scope := m.scope(id)
 	for range stateRetries {
@@ -324,7 +312,7 @@ func apply(st *factsState, facts []Fact, now time.Time) (stored, superseded int)
 			}
 			old.ValidTo = f.ValidFrom
 			if old.ValidTo.Before(old.ValidFrom) {
-				old.ValidTo = old.ValidFrom // a turn replayed out of order
+				old.ValidTo = old.ValidFrom // an exchange replayed out of order
 			}
 			superseded++
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -42,7 +43,7 @@ type entry struct {
 // messageEntries makes an entry of each record, in order, grouping tool
 // calls with their results.
 func (b *base) messageEntries(recs []store.Record) ([]entry, error) {
-	starts := groupStarts(recs)
+	starts := conv.GroupStarts(recs, recMessage)
 	out := make([]entry, len(recs))
 	for i, r := range recs {
 		line, err := adapter.RenderLine(r.Message, b.cfg.humanPrefix, b.cfg.aiPrefix)

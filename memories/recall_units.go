@@ -3,6 +3,7 @@ package memories
 import (
 	"strings"
 
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -16,24 +17,21 @@ func (m *Recall) recallExchanges(recs []store.Record) []recallExchange {
 	return out
 }
 
-// opens reports whether msg opens a unit: a human message, and in turn
-// units an AI message too.
+// opens reports whether msg opens a unit: a turn (conv.OpensTurn: a human
+// or an AI message) or, with RecallExchanges, an exchange
+// (conv.OpensExchange: a human message).
 func (m *Recall) opens(msg llms.ChatMessage) bool {
-	switch msg.GetType() {
-	case llms.ChatMessageTypeHuman:
-		return true
-	case llms.ChatMessageTypeAI:
-		return m.unit == RecallTurns
+	if m.unit == RecallTurns {
+		return conv.OpensTurn(msg)
 	}
-	return false
+	return conv.OpensExchange(msg)
 }
 
 // appendExchange adds one stored message to exs: a message that opens a
 // unit (or the first message) opens one, any other joins the last one,
 // and system messages are left out.
 func (m *Recall) appendExchange(exs []recallExchange, r store.Record) []recallExchange {
-	t := r.Message.GetType()
-	if t == llms.ChatMessageTypeSystem {
+	if conv.IsSystem(r.Message) {
 		return exs
 	}
 	if len(exs) == 0 || m.opens(r.Message) {

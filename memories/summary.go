@@ -85,24 +85,25 @@ type SummaryStats struct {
 
 // Summary keeps a running summary of everything older than the most recent
 // messages, and those messages raw. It fixes what other summary memories get
-// wrong: it calls the model once per batch of messages, never once per turn;
-// it persists the summary through the store, so a restarted process resumes
-// without summarizing again; it never loses a message, whatever the model
-// does; and it can summarize in the background so that a save never waits
-// for the model.
+// wrong: it calls the model once per batch of messages, never once per
+// exchange; it persists the summary through the store, so a restarted
+// process resumes without summarizing again; it never loses a message,
+// whatever the model does; and it can summarize in the background so that
+// a save never waits for the model.
 //
 // # Folding
 //
 // Count mode (the default): when the unsummarized non-system messages of an
 // identity exceed n (WithMaxMessages, default 15), the oldest batch of at
 // least m messages (WithBatchSize, default 6) is folded into the summary in
-// one Summarizer call. A batch never ends inside a turn (it ends just before
-// a human message), so a tool call stays with its results, and it never
+// one Summarizer call. A batch never ends inside an exchange (it ends just
+// before a human message), so a tool call stays with its results, and it never
 // includes system messages. If the messages pile up (while the model was
 // failing, or while a background summarization ran), one batch folds the
 // whole excess: n messages stay raw. In a plain chain (one human message and
-// one AI answer per turn) with n = 15 and m = 6 the first call comes at turn
-// 8 and then one every 3 turns: 40 turns cost 11 calls, 1,000 turns 331.
+// one AI answer per exchange) with n = 15 and m = 6 the first call comes at
+// exchange 8 and then one every 3 exchanges: 40 exchanges cost 11 calls,
+// 1,000 exchanges 331.
 // When the messages after the oldest m include no human message, the batch
 // waits for one — unless the conversation has no human messages at all,
 // when a batch ends at any point that does not split a tool call from its
@@ -111,8 +112,8 @@ type SummaryStats struct {
 // Token mode (WithMaxTokens(t)): when the unsummarized messages exceed t
 // tokens (each message costs its rendered line plus one, as in
 // TokenWindow), the oldest are folded in one call until at most about t/2
-// remain (high and low watermarks), with the same turn rule; if the newest
-// turn alone exceeds t/2, everything before it is folded.
+// remain (high and low watermarks), with the same exchange rule; if the
+// newest exchange alone exceeds t/2, everything before it is folded.
 //
 // # Loading
 //

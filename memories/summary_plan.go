@@ -6,9 +6,9 @@ import (
 	"math"
 
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
-	"github.com/tmc/langchaingo/llms"
 )
 
 // plan returns the fold due for id, or nil if none is.
@@ -98,26 +98,20 @@ func (m *Summary) cost(id identity, r store.Record) (int, error) {
 
 // batchEnd returns where a batch of the oldest messages of rest that should
 // hold at least k messages ends (the number of messages in it), or 0 for no
-// batch. The end is a turn boundary (just before a human message) at or
-// after k; if rest has no human message after its first, any boundary that
-// keeps a tool call with its results. The newest message is never included.
-// With back set, when no boundary lies at or after k, the latest boundary
-// before k is used instead.
+// batch. The end is an exchange boundary (just before a human message) at
+// or after k; if rest has no human message after its first, any tool
+// group boundary (conv.GroupStarts), which keeps a tool call with its
+// results. The newest message is never included. With back set, when no
+// boundary lies at or after k, the latest boundary before k is used
+// instead.
 func batchEnd(rest []store.Record, k int, back bool) int {
 	if len(rest) < 2 {
 		return 0
 	}
 	k = min(max(k, 1), len(rest)-1)
-	ok := func(c int) bool { return rest[c].Message.GetType() == llms.ChatMessageTypeHuman }
-	hasHuman := false
-	for _, r := range rest[1:] {
-		if r.Message.GetType() == llms.ChatMessageTypeHuman {
-			hasHuman = true
-			break
-		}
-	}
-	if !hasHuman {
-		starts := groupStarts(rest)
+	ok := func(c int) bool { return conv.OpensExchange(rest[c].Message) }
+	if !conv.HasExchangeStart(rest[1:], recMessage) {
+		starts := conv.GroupStarts(rest, recMessage)
 		ok = func(c int) bool { return starts[c] == c }
 	}
 	for c := k; c < len(rest); c++ {
@@ -133,28 +127,4 @@ func batchEnd(rest []store.Record, k int, back bool) int {
 		}
 	}
 	return 0
-}
-
-// groupStarts returns, for each message, the index of the first message of
-// its group: an AI message that calls tools with the results that follow
-// it, or any other single message (as in RecentN).
-func groupStarts(rest []store.Record) []int {
-	starts := make([]int, len(rest))
-	open := -1
-	for i, r := range rest {
-		switch {
-		case callsTools(r.Message):
-			open, starts[i] = i, i
-		case isToolResult(r.Message) && open >= 0:
-			starts[i] = open
-		case r.Message.GetType() == llms.ChatMessageTypeSystem:
-			// A system message between a tool call and its results is a
-			// unit of its own and does not end the call's group: the
-			// results stay with their call.
-			starts[i] = i
-		default:
-			open, starts[i] = -1, i
-		}
-	}
-	return starts
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -18,61 +19,26 @@ import (
 
 // trimSlack is how many non-system messages may pile up beyond a
 // retention before a save removes them: removing in batches keeps the
-// number of store writes per turn low.
+// number of store writes per exchange low.
 const trimSlack = 16
+
+// recMessage is a record's message: the message func of the conv helpers
+// for records.
+func recMessage(r store.Record) llms.ChatMessage { return r.Message }
 
 // split separates the pinned system messages from the others (both in
 // their original order).
 func split(recs []store.Record) (system, rest []store.Record) {
-	rest = make([]store.Record, 0, len(recs))
-	for _, r := range recs {
-		if r.Message.GetType() == llms.ChatMessageTypeSystem {
-			system = append(system, r)
-		} else {
-			rest = append(rest, r)
-		}
-	}
-	return system, rest
+	return conv.SplitSystem(recs, recMessage)
 }
 
-// callsTools reports whether msg is an AI message that asks for tool or
-// function calls, whose results follow it.
-func callsTools(msg llms.ChatMessage) bool {
-	switch m := msg.(type) {
-	case llms.AIChatMessage:
-		return len(m.ToolCalls) > 0 || m.FunctionCall != nil
-	case *llms.AIChatMessage:
-		return m != nil && (len(m.ToolCalls) > 0 || m.FunctionCall != nil)
-	}
-	return false
-}
-
-func isToolResult(msg llms.ChatMessage) bool {
-	t := msg.GetType()
-	return t == llms.ChatMessageTypeTool || t == llms.ChatMessageTypeFunction
-}
-
-// newestFit returns the index in rest where the window starts: the longest
-// run of whole groups at the end of rest whose cost stays within budget. A
-// group is an AI message that calls tools together with the tool results
-// that follow it, or any other single message; a group is kept or dropped
-// whole. cost returns the cost of one message.
+// newestFit returns the index in rest (the non-system messages) where the
+// window starts: the longest run of whole tool groups (conv.GroupStarts)
+// at the end of rest whose cost stays within budget; a group is kept or
+// dropped whole. cost returns the cost of one message.
 func newestFit(rest []store.Record, budget int, cost func(store.Record) int) (start, lastGroup int) {
 	// groupStart[i] is the index of the first message of i's group.
-	groupStart := make([]int, len(rest))
-	open := -1 // start of the tool-call group that results may still join
-	for i, r := range rest {
-		switch {
-		case callsTools(r.Message):
-			open = i
-			groupStart[i] = i
-		case isToolResult(r.Message) && open >= 0:
-			groupStart[i] = open
-		default: // any other message, or a result with no call before it
-			open = -1
-			groupStart[i] = i
-		}
-	}
+	groupStart := conv.GroupStarts(rest, recMessage)
 	if len(rest) > 0 {
 		lastGroup = groupStart[len(rest)-1]
 	}
@@ -127,7 +93,7 @@ func choose(recs []store.Record, budget func(system []store.Record) int, cost fu
 	system, rest := split(recs)
 	start, _ := newestFit(rest, budget(system), cost)
 	g := 0
-	for g < len(rest) && isToolResult(rest[g].Message) {
+	for g < len(rest) && conv.IsToolResult(rest[g].Message) {
 		g++
 	}
 	return windowed{system: system, window: rest[start:], outside: rest[:start], start: start, groupStart: g}
@@ -166,16 +132,16 @@ func loadWindow(ctx context.Context, s store.Store, id memstack.Identity, k int,
 // retain removes, under a retention of keep messages, the non-system
 // messages of id older than its newest keep ones, and never one with a
 // Seq after limit (a Summary passes the Seq its summary covers, a window
-// math.MaxInt64). The cut moves back to the start of a turn (a human
-// message), so no unit a save stored is split — a turn's answer is never
+// math.MaxInt64). The cut moves back to the start of an exchange (a
+// human message), so no unit a save stored is split — an answer is never
 // kept without its question, a tool call never removed while a result of
 // it is kept, and the append key a store keeps with a unit's first message
 // (store.WithAppendKey) stays as long as any of the unit does; in a
 // conversation without human messages, to the start of a group (a message
 // that is not a tool result). It removes once more than slack messages
-// beyond keep are stored, and is housekeeping: the turn is already stored
-// and a load never depends on it, so a failure is left for the next save
-// to retry.
+// beyond keep are stored, and is housekeeping: the exchange is already
+// stored and a load never depends on it, so a failure is left for the
+// next save to retry.
 func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slack int, limit int64) {
 	st, err := s.Stat(ctx, id)
 	if err != nil || st.Count <= keep+slack {
@@ -191,18 +157,12 @@ func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slac
 		if len(rest) <= keep+slack {
 			return // the rest are system messages
 		}
-		human := false
-		for _, r := range rest {
-			if r.Message.GetType() == llms.ChatMessageTypeHuman {
-				human = true
-				break
-			}
-		}
+		human := conv.HasExchangeStart(rest, recMessage)
 		starts := func(r store.Record) bool {
 			if human {
-				return r.Message.GetType() == llms.ChatMessageTypeHuman
+				return conv.OpensExchange(r.Message)
 			}
-			return !isToolResult(r.Message)
+			return !conv.IsToolResult(r.Message)
 		}
 		c := len(rest) - keep - 1 // the newest message to remove
 		for c >= 0 && (!starts(rest[c+1]) || rest[c].Seq > limit) {
@@ -213,7 +173,7 @@ func retain(ctx context.Context, s store.Store, id memstack.Identity, keep, slac
 			through = rest[c].Seq
 		case limit < rest[0].Seq:
 			// Everything limit lets go is older than what was read, and
-			// limit ends a turn (a Summary's batch).
+			// limit ends an exchange (a Summary's batch).
 		default:
 			return
 		}
