@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
@@ -104,16 +105,27 @@ func (b *base) message(ctx context.Context, msg llms.ChatMessage) (memstack.Iden
 // store the messages once; saves with the same key but other messages (a
 // layer reading other input keys) are kept apart.
 func (b *base) append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	at, err := b.appendQuiet(ctx, id, msgs...)
+	if err != nil {
+		return err
+	}
+	observe.FromContext(ctx).SavedAt(at)
+	return nil
+}
+
+// appendQuiet is append without the report: for what a layer stores
+// besides the caller's messages (Recall's journal). It returns the time
+// the messages were stored with.
+func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) (time.Time, error) {
 	at := storekit.AppendTime(ctx)
 	sctx := memstack.WithTime(ctx, at)
 	if key, ok := memstack.SaveKeyFrom(ctx); ok {
 		sctx = store.WithAppendKey(sctx, appendKeyFor(key, msgs))
 	}
 	if err := b.cfg.store.Append(sctx, id, msgs...); err != nil {
-		return fmt.Errorf("memstack: storing messages: %w", err)
+		return at, fmt.Errorf("memstack: storing messages: %w", err)
 	}
-	observe.FromContext(ctx).SavedAt(at)
-	return nil
+	return at, nil
 }
 
 func (b *base) clear(ctx context.Context) (memstack.Identity, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // hookStore runs hooks around calls of the embedded InMemory, to put
@@ -80,7 +81,17 @@ func TestRecall_ClearBetweenIndexAndCommitLeavesNoState(t *testing.T) {
 			ids, err := st.Identities(ctx, store.UserScope("", ""))
 			require.NoError(t, err)
 			if how == "Forget" {
-				assert.Empty(t, ids, "the forgotten identity is held again")
+				assert.NotContains(t, ids, id, "the forgotten identity is held again")
+				for _, other := range ids {
+					// Only derived data may stay (the user's recall
+					// journal, naming conversations), never the text.
+					assert.True(t, storekit.Derived(other), "identity %q is held", other.Key())
+					recs, err := st.All(ctx, other)
+					require.NoError(t, err)
+					for _, r := range recs {
+						assert.NotContains(t, r.Message.GetContent(), card)
+					}
+				}
 			}
 		})
 	}

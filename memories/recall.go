@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memstack/memstack/memories/internal/worker"
@@ -303,8 +304,13 @@ type Recall struct {
 	counterOnce sync.Once
 	counter     tokens.Counter
 
-	// entries holds the identities' index state (see acquire).
+	// entries holds the conversations' index state (see acquire).
 	entries *worker.Registry[identity, recallEntry]
+	// scope is whose conversations a load searches; scopes holds, for a
+	// scoped Recall, each scope's index state by namespace (see ns).
+	scope    RecallScope
+	scopes   *worker.Registry[string, recallScopeEntry]
+	journalN atomic.Int64 // journal entries written, to trim now and then
 }
 
 // recallEntry is what a Recall knows about one identity's index.
@@ -335,6 +341,9 @@ type recallState struct {
 	Through int64 `json:"through"`
 	// Spaces are the durable index's vector spaces.
 	Spaces []retrieval.Space `json:"spaces,omitempty"`
+	// Scope is the scope whose namespace the docs were indexed under:
+	// "" for the conversation's (see stateScope).
+	Scope string `json:"scope,omitempty"`
 }
 
 // recallExchange is one exchange: its first message's Seq, its last
@@ -605,7 +614,9 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
+	m.base.checkID = m.checkScopeID
 	m.entries = worker.NewRegistry(m.cfg.cacheSize, m.newEntry, m.evict)
+	m.scopes = worker.NewRegistry(m.cfg.cacheSize, nil, m.evictScope)
 	s := m.cfg.recall
 	if len(s.indexBy) > 1 {
 		return nil, fmt.Errorf("%w: NewRecall: the index is chosen %d times (%s); choose one", ErrInvalidOption, len(s.indexBy), strings.Join(s.indexBy, ", "))
@@ -655,6 +666,18 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	m.neighbours, m.exclude, m.unit = s.neighbours, s.excludeRecent, s.unit
 	m.neighboursSet = s.neighboursSet
 	m.timeout, m.hook = s.timeout, s.hook
+	_, lists := m.cfg.store.(store.Users)
+	switch {
+	case s.scopeSet && s.scope != RecallScopeConversation && !lists:
+		return nil, fmt.Errorf("%w: WithRecallScope(%s): the store %T cannot list conversations (it does not implement store.Users); use a store of memstack, or RecallScopeConversation", ErrInvalidOption, s.scope, m.cfg.store)
+	case s.scopeSet && s.scope != RecallScopeConversation && m.durable != nil:
+		return nil, fmt.Errorf("%w: WithRecallScope(%s): the index %s keeps entries outside the process (retrieval.Durable), and a Clear of one conversation after a store-level Forget could not find that conversation's entries among the scope's: "+
+			"a scope wider than the conversation needs an in-process index (the default BM25, or WithIndex of one) for now", ErrInvalidOption, s.scope, recallIndexName(m.idx))
+	case s.scopeSet:
+		m.scope = s.scope
+	case !lists || m.durable != nil:
+		m.scope = RecallScopeConversation
+	}
 	return m, nil
 }
 

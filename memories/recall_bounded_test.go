@@ -182,6 +182,13 @@ func (x rbPanickyIndex) Search(ctx context.Context, scope, query string, k int) 
 	return x.BM25.Search(ctx, scope, query, k)
 }
 
+func (x rbPanickyIndex) Remove(ctx context.Context, scope string, seqs []int64) error {
+	if x.on.Load() {
+		panic("index bug")
+	}
+	return x.BM25.Remove(ctx, scope, seqs)
+}
+
 func (x rbPanickyIndex) Delete(ctx context.Context, scope string) error {
 	if x.on.Load() {
 		panic("index bug")

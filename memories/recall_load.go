@@ -26,12 +26,12 @@ func (m *Recall) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 	if err != nil {
 		return nil, err
 	}
-	vars, err := m.variablesOf(sel.exs, sel.order)
+	vars, err := m.variablesOf(sel.exs, sel.order, sel.view)
 	if err != nil {
 		return nil, err
 	}
 	if rec := observe.FromContext(ctx); rec.Enabled() {
-		m.record(rec, sel.exs, sel.order, sel.scores, sel.dropped)
+		m.record(rec, sel.exs, sel.order, sel.scores, sel.dropped, sel.view)
 	}
 	return vars, nil
 }
@@ -77,7 +77,7 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (layer.It
 					order = append(order, i)
 				}
 			}
-			vars, err := m.variablesOf(sel.exs, order)
+			vars, err := m.variablesOf(sel.exs, order, sel.view)
 			if err != nil {
 				return nil, err
 			}
@@ -94,6 +94,7 @@ type recallSelection struct {
 	scores   map[int]float64
 	priority map[int]float64 // of every shown exchange (budgeted loads)
 	dropped  []observe.Item
+	view     scopedView // a scoped load's conversations (src nil otherwise)
 }
 
 // selectExchanges runs a load's search and selection (see
@@ -114,10 +115,17 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	e := m.acquire(id)
 	defer m.release(e)
-	// The entry stays locked for the whole load: the exchanges read below
-	// are the entry's own, which a concurrent save would extend.
+	// The entry stays locked while its exchanges are read and synced (a
+	// concurrent save would extend them); a scoped load unlocks it before
+	// it reads other conversations' entries, a conversation's load at
+	// the end.
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			e.mu.Unlock()
+		}
+	}()
 	recs, err := m.refreshExchanges(ctx, id, e)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -140,8 +148,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	exs := e.exs
 	firstExcluded := m.firstExcluded(exs)
 	nExcluded := len(exs) - firstExcluded
-	excluded := func(i int) bool { return i >= firstExcluded }
-	if len(exs) == nExcluded {
+	if len(exs) == nExcluded && !m.scoped() {
 		return recallSelection{}, nil
 	}
 	k, neighbours := m.k, m.neighbours
@@ -164,7 +171,28 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		}
 	}
 	var hits []retrieval.Hit
-	if strings.TrimSpace(query) != "" {
+	var view scopedView
+	if m.scoped() {
+		e.mu.Unlock()
+		locked = false
+		var dp *queryDate
+		if dated {
+			dp = &date
+		}
+		q := query
+		if strings.TrimSpace(q) == "" {
+			q = ""
+		}
+		view, err = m.scopedHits(ctx, id, exs, q, 2*k+nExcluded, dp)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
+			}
+			return recallSelection{}, fmt.Errorf("memstack: recall search: %w", err)
+		}
+		exs, hits = view.exs, view.hits
+		firstExcluded += view.own
+	} else if strings.TrimSpace(query) != "" {
 		// Hits for units no longer stored (a durable index keeps what
 		// another writer cleared) take no place: ask again for more while
 		// they crowd out the k wanted (up to maxRecallSearch hits).
@@ -186,8 +214,19 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		// Transient (reported): use whatever hits came back (a degraded
 		// hybrid's), or none.
 	}
-	if dated {
+	if dated && !m.scoped() {
 		hits = m.dateBoost(exs, hits, date)
+	}
+	excluded := func(i int) bool { return i >= firstExcluded }
+	// same reports whether units i and j are of one conversation: a
+	// scoped load never shows a unit as another conversation's neighbour.
+	same := func(i, j int) bool { return view.src == nil || view.src[i] == view.src[j] }
+	// at returns the unit a hit stands for.
+	at := func(h retrieval.Hit) (int, bool) {
+		if view.src != nil {
+			return int(h.Seq), true // scopedHits mapped it already
+		}
+		return unitAt(exs, h.Seq)
 	}
 	scores := make(map[int]float64)
 	var dropped []observe.Item
@@ -196,14 +235,14 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	// one (the same words said again) is left out, ReasonDuplicate.
 	texts := make(map[string]struct{})
 	for _, h := range hits {
-		i, ok := unitAt(exs, h.Seq)
+		i, ok := at(h)
 		if !ok {
 			continue // not in the store any more (cleared, trimmed)
 		}
 		if _, dup := scores[i]; dup {
 			continue
 		}
-		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(h.Seq, 10), Score: h.Score, Time: exs[i].at}
+		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: h.Score, Time: exs[i].at, Conversation: view.conversation(m, i)}
 		switch {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
@@ -229,7 +268,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	priority := make(map[int]float64, len(scores)*(1+2*neighbours))
 	for i, sc := range scores {
 		for j := max(i-neighbours, 0); j <= min(i+neighbours, len(exs)-1); j++ {
-			if excluded(j) {
+			if excluded(j) || !same(i, j) {
 				continue
 			}
 			p := sc
@@ -246,7 +285,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	}
 	if partners {
 		for i, sc := range scores {
-			if j := m.partner(exs, i); j >= 0 && !excluded(j) {
+			if j := m.partner(exs, i); j >= 0 && !excluded(j) && same(i, j) {
 				if _, ok := priority[j]; !ok {
 					priority[j] = neighbourShare(sc, m.share, 1)
 				}
@@ -265,7 +304,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			kept = append(kept, it)
 		}
 	}
-	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: kept}, nil
+	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: kept, view: view}, nil
 }
 
 // dateBoost adds RecallDayBoost (or RecallMonthBoost) times the best
@@ -364,7 +403,7 @@ func (m *Recall) search(ctx context.Context, id identity, query string, k int) (
 	// used: a search commits nothing, and a hybrid whose vector part
 	// hangs answers then with its lexical part's hits.
 	hits, _, err := indexCall(m, ictx, "search", func(ctx context.Context) ([]retrieval.Hit, error) {
-		return m.idx.Search(ctx, id.Key(), query, k)
+		return m.idx.Search(ctx, m.ns(id), query, k)
 	}, nil)
 	m.report(id, RecallOpSearch, len(hits), time.Since(start), err)
 	return hits, err
@@ -381,8 +420,9 @@ func (m *Recall) firstExcluded(exs []recallExchange) int {
 	return first
 }
 
-// variablesOf renders the exchanges exs[i] for i in order (ascending).
-func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any, error) {
+// variablesOf renders the exchanges exs[i] for i in order (ascending); v
+// tells, for a scoped load, which conversation each is of.
+func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (map[string]any, error) {
 	if m.cfg.returnMessages {
 		// Copies: a caller may change what it gets (a tool call's
 		// arguments) without changing the next load.
@@ -398,7 +438,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 	day := "" // the date shown last
 	for start := 0; start < len(order); {
 		end := start + 1
-		for end < len(order) && order[end] == order[end-1]+1 {
+		for end < len(order) && order[end] == order[end-1]+1 && v.sameConv(order[end], order[end-1]) {
 			end++
 		}
 		if b.Len() > 0 {
@@ -412,6 +452,10 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int) (map[string]any,
 			d := m.dateOf(exs[order[p]])
 			for q < end && m.dateOf(exs[order[q]]) == d {
 				q++
+			}
+			if v.elsewhere(order[p]) {
+				// A run of another conversation says so, with its date.
+				d = strings.TrimPrefix(d+", "+RecallOtherConversation, ", ")
 			}
 			if d != "" && d != day {
 				if p > start {

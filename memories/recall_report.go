@@ -16,7 +16,7 @@ func (m *Recall) report(id identity, op string, n int, took time.Duration, err e
 }
 
 // record notes a load's injected and dropped exchanges in rec.
-func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int, scores map[int]float64, dropped []observe.Item) {
+func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int, scores map[int]float64, dropped []observe.Item, v scopedView) {
 	m.counterOnce.Do(func() {
 		m.counter = m.cfg.counter
 		if m.counter == nil {
@@ -28,7 +28,7 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 	items := make([]observe.Item, len(order))
 	total := 0
 	for n, i := range order {
-		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at}
+		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at, Conversation: v.conversation(m, i)}
 		if m.counter != nil {
 			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
 				// Reports only: a bad count (tokens.Count) is reported

@@ -49,6 +49,9 @@ func (m *Recall) indexStored(ctx context.Context, id identity, what string) erro
 	if err := m.sync(ctx, id, e, nil); err != nil && retrieval.Permanent(err) {
 		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
 	}
+	if m.scoped() {
+		return m.journal(ctx, id)
+	}
 	return nil
 }
 
@@ -82,9 +85,16 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	}
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
+	var at map[int64]time.Time // the docs' times, for a scoped Recall
+	if m.scoped() {
+		at = make(map[int64]time.Time)
+	}
 	for _, x := range m.recallExchanges(recs) {
 		if !e.ready || x.through > e.seen {
 			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
+			if at != nil {
+				at[x.seq] = x.at
+			}
 		}
 	}
 	if len(docs) > 0 {
@@ -95,6 +105,9 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
 		if err != nil {
 			return err
+		}
+		if at != nil {
+			m.own(id, docs, at)
 		}
 	}
 	e.ready, e.seen = true, last
@@ -157,7 +170,11 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 	if err := m.durable.CheckSpaces(st.Spaces); err != nil {
 		return err
 	}
-	if err := m.addDocs(ctx, id, e, docs, st.Through); err != nil {
+	since := st.Through
+	if st.Scope != m.stateScope() {
+		since = 0 // indexed under another scope's namespace: index anew
+	}
+	if err := m.addDocs(ctx, id, e, docs, since); err != nil {
 		return err
 	}
 	// Cleared means gone: if another replica cleared (or a Forget removed)
@@ -175,8 +192,11 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 		through = max(through, d.Through)
 	}
 	for attempt := 0; ; attempt++ {
-		next := recallState{Through: max(st.Through, through), Spaces: m.durable.Spaces()}
-		if next.Through == st.Through && slices.Equal(next.Spaces, st.Spaces) {
+		if st.Scope != m.stateScope() {
+			st.Through = 0
+		}
+		next := recallState{Through: max(st.Through, through), Spaces: m.durable.Spaces(), Scope: m.stateScope()}
+		if next.Through == st.Through && next.Scope == st.Scope && slices.Equal(next.Spaces, st.Spaces) {
 			return nil
 		}
 		value, err := json.Marshal(next)
@@ -254,9 +274,9 @@ func (m *Recall) addDocs(ctx context.Context, id identity, e *recallEntry, docs 
 	bg := observe.WithRecorder(context.WithoutCancel(ctx), nil)
 	_, end, err := indexCall(m, ctx, "add", func(ctx context.Context) (struct{}, error) {
 		if m.durable != nil {
-			return struct{}{}, m.durable.AddSince(ctx, id.Key(), docs, since)
+			return struct{}{}, m.durable.AddSince(ctx, m.ns(id), docs, since)
 		}
-		return struct{}{}, m.idx.Add(ctx, id.Key(), docs)
+		return struct{}{}, m.idx.Add(ctx, m.ns(id), docs)
 	}, func(struct{}, error) { m.afterAdd(bg, id, e, docs) })
 	switch end {
 	case boundedInTime:
@@ -292,6 +312,13 @@ func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if m.scoped() {
+		seqs := make([]int64, 0, len(docs))
+		for _, d := range docs {
+			seqs = append(seqs, d.Seq)
+		}
+		_ = m.removeUnits(ctx, id, seqs)
+	}
 	if m.deleteIndex(ctx, id, e) == nil {
 		e.ready, e.seen = false, 0
 	}
@@ -302,6 +329,11 @@ func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs
 // nothing is indexed for the identity (deletePending), since it would
 // remove what was indexed meanwhile.
 func (m *Recall) deleteIndex(ctx context.Context, id identity, e *recallEntry) error {
+	if m.scoped() {
+		// The scope's index holds other conversations' units too:
+		// remove this conversation's only (every unit indexed for it).
+		return m.removeUnits(ctx, id, append(unitSeqs(e.exs), m.owned(id)...))
+	}
 	m.hold(e) // released when the call has ended
 	done := make(chan struct{})
 	_, end, err := indexCall(m, ctx, "delete", func(ctx context.Context) (struct{}, error) {
@@ -373,7 +405,7 @@ func (m *Recall) dropGone(ctx context.Context, id identity, docs []retrieval.Doc
 	}
 	if r, ok := m.durable.(retrieval.Remover); ok {
 		_, _, err := indexCall(m, ctx, "remove", func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, r.Remove(ctx, id.Key(), gone)
+			return struct{}{}, r.Remove(ctx, m.ns(id), gone)
 		}, nil)
 		if err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
 			return nil, fmt.Errorf("memstack: removing the index entries of cleared messages: %w", err)

@@ -35,4 +35,7 @@ type recallSettings struct {
 	// share is WithNeighbourShare's share; shareSet tells it was given.
 	share    float64
 	shareSet bool
+	// scope is WithRecallScope's scope; scopeSet tells it was given.
+	scope    RecallScope
+	scopeSet bool
 }

@@ -3,6 +3,7 @@ package memories
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,13 +26,21 @@ func (m *Recall) Clear(ctx context.Context) error {
 	defer m.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if m.scoped() {
+		// The units to take out of the scope's index: every one stored.
+		if _, err := m.refreshExchanges(ctx, id, e); err != nil && !errors.As(err, new(recallResetError)) {
+			return fmt.Errorf("memstack: clearing: %w", err)
+		}
+	}
 	if err := m.cfg.store.Clear(ctx, id); err != nil {
 		return fmt.Errorf("memstack: clearing: %w", err)
 	}
 	e.ready, e.seen = false, 0
 	ictx, cancel := m.indexCtx(ctx)
 	defer cancel()
-	if err := m.deleteIndex(ictx, id, e); err != nil {
+	err = m.deleteIndex(ictx, id, e)
+	e.exs, e.exsOK = nil, false
+	if err != nil {
 		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
 	}
 	return nil
@@ -53,10 +62,19 @@ func (m *Recall) release(e *recallEntry) { m.entries.Release(e.id) }
 // newEntry is the entries registry's constructor.
 func (m *Recall) newEntry(id identity) *recallEntry { return &recallEntry{id: id} }
 
-// evict lets go of an evicted identity's in-process index state.
+// evict lets go of an evicted conversation's in-process index state (a
+// scoped Recall's units stay in their scope's index: see evictScope).
 func (m *Recall) evict(id identity, _ *recallEntry) {
-	if r, ok := m.idx.(retrieval.Releaser); ok {
+	if r, ok := m.idx.(retrieval.Releaser); ok && !m.scoped() {
 		r.Release(id.Key())
+	}
+}
+
+// evictScope lets go of an evicted scope's in-process index state; its
+// next load rebuilds it from the store.
+func (m *Recall) evictScope(ns string, _ *recallScopeEntry) {
+	if r, ok := m.idx.(retrieval.Releaser); ok {
+		r.Release(ns)
 	}
 }
 

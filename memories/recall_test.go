@@ -479,16 +479,43 @@ func TestRecall_IdentitiesAreIsolated(t *testing.T) {
 		all = append(all, fmt.Sprintf("zeta%d", i))
 	}
 	query := "secret code alpha " + strings.Join(all, " ")
-	for _, tc := range []struct {
+	type index struct {
 		name string
 		opts []memories.RecallOption
-	}{
+	}
+	type testCase struct {
+		name  string
+		opts  []memories.RecallOption
+		scope memories.RecallScope
+	}
+	var cases []testCase
+	for _, ix := range []index{
 		{"lexical", nil},
 		{"vector over chromem", []memories.RecallOption{memories.WithVector(newRCEmbedder(), nil)}},
 		{"hybrid", []memories.RecallOption{memories.WithHybrid(newRCEmbedder(), nil)}},
 	} {
+		for _, sc := range []memories.RecallScope{memories.RecallScopeConversation, memories.RecallScopeUser, memories.RecallScopeTenant} {
+			if sc != memories.RecallScopeConversation && ix.opts != nil {
+				continue // a wider scope needs an in-process index (WithRecallScope)
+			}
+			cases = append(cases, testCase{ix.name + ", " + sc.String(), ix.opts, sc})
+		}
+	}
+	// shares reports whether a Recall of scope shows a's turns to b: the
+	// same conversation, or the same user (user scope) or tenant (tenant
+	// scope).
+	shares := func(scope memories.RecallScope, a, b memstack.Identity) bool {
+		switch scope {
+		case memories.RecallScopeUser:
+			return a.Tenant == b.Tenant && a.User == b.User
+		case memories.RecallScopeTenant:
+			return a.Tenant == b.Tenant
+		}
+		return a == b
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := rcNew(t, append(tc.opts, memories.WithK(len(ids)+5))...)
+			m := rcNew(t, append(tc.opts, memories.WithK(3*len(ids)+5), memories.WithRecallScope(tc.scope))...)
 			var wg sync.WaitGroup
 			for i, id := range ids {
 				wg.Add(1)
@@ -509,8 +536,13 @@ func TestRecall_IdentitiesAreIsolated(t *testing.T) {
 				got := rcAsk(t, m, ctIDCtx(id), query)
 				assert.Equal(t, 3, strings.Count(got, fmt.Sprintf("zeta%d alpha", i)), "identity %q sees its 3 exchanges", id.Key())
 				for j := range ids {
-					if j != i {
-						assert.NotContains(t, got, fmt.Sprintf("zeta%d ", j), "identity %q must not see %q's exchange", id.Key(), ids[j].Key())
+					if j == i {
+						continue
+					}
+					if shares(tc.scope, ids[j], id) {
+						assert.Equal(t, 3, strings.Count(got, fmt.Sprintf("zeta%d alpha", j)), "identity %q sees %q's 3 exchanges (scope %s)", id.Key(), ids[j].Key(), tc.scope)
+					} else {
+						assert.NotContains(t, got, fmt.Sprintf("zeta%d ", j), "identity %q must not see %q's exchange (scope %s)", id.Key(), ids[j].Key(), tc.scope)
 					}
 				}
 			}
@@ -795,7 +827,9 @@ func TestRecall_EmbedderFailures(t *testing.T) {
 // Observability.
 
 func TestRecall_ObserveReports(t *testing.T) {
-	m := rcNew(t, memories.WithK(1), memories.WithThreshold(0.13), memories.WithExcludeRecent(6))
+	// One conversation: the Seqs below are the store's, with no recall
+	// journal entries (a scoped Recall's) between them.
+	m := rcNew(t, memories.WithK(1), memories.WithThreshold(0.13), memories.WithExcludeRecent(6), memories.WithRecallScope(memories.RecallScopeConversation))
 	rcSaveAll(t, m, context.Background())
 	rec := observe.NewRecorder(observe.OpLoad, "recall", "x")
 	ctx := observe.WithRecorder(context.Background(), rec)
@@ -840,7 +874,7 @@ func TestRecall_ObserveReports(t *testing.T) {
 	}
 
 	// Neighbours are injected with score 0.
-	n := rcNew(t, memories.WithK(1), memories.WithNeighbours(1))
+	n := rcNew(t, memories.WithK(1), memories.WithNeighbours(1), memories.WithRecallScope(memories.RecallScopeConversation))
 	rcSaveAll(t, n, context.Background())
 	rec = observe.NewRecorder(observe.OpLoad, "recall", "x")
 	_ = rcAsk(t, n, observe.WithRecorder(context.Background(), rec), "offsite")

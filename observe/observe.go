@@ -75,6 +75,11 @@ type Item struct {
 	// fact became valid. It is zero when the layer does not know it (a
 	// summary; messages stored before memstack recorded times).
 	Time time.Time
+	// Conversation is the hash (as IdentityHash) of the conversation the
+	// item comes from, when a layer shows items of more than one
+	// conversation (a Recall searching a user's conversations); empty
+	// otherwise.
+	Conversation string
 }
 
 // Report is what one layer did in one call.

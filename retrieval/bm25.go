@@ -84,6 +84,7 @@ type bm25Scope struct {
 var (
 	_ Index    = (*BM25)(nil)
 	_ Releaser = (*BM25)(nil)
+	_ Remover  = (*BM25)(nil)
 )
 
 // BM25Option configures NewBM25. An option with a bad value makes NewBM25
@@ -469,6 +470,31 @@ func (x *BM25) Delete(ctx context.Context, scope string) error {
 		return err
 	}
 	x.Release(scope)
+	return nil
+}
+
+// Remove implements Remover: it drops scope's docs with the given Seqs
+// (Seqs it does not hold are ignored), in O(terms of those docs).
+func (x *BM25) Remove(ctx context.Context, scope string, seqs []int64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s := x.scope(scope, false)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seq := range seqs {
+		s.remove(seq)
+	}
+	if !s.ctotalOK {
+		total := 0.0
+		for i := range s.order {
+			total += s.nearLen(i, x.near)
+		}
+		s.ctotal, s.ctotalOK = total, true
+	}
 	return nil
 }
 

@@ -104,6 +104,7 @@ var (
 	_ Releaser = (*hybrid)(nil)
 	_ Durable  = (*durableHybrid)(nil)
 	_ Remover  = (*durableHybrid)(nil)
+	_ Remover  = (*hybrid)(nil)
 )
 
 // String describes the index.
@@ -276,20 +277,17 @@ func (h *durableHybrid) AddSince(ctx context.Context, scope string, docs []Doc, 
 	}))
 }
 
-// Remove implements Remover: it removes the docs from the durable parts
-// (the in-process parts drop a scope's entries on Delete and Release). It
-// returns ErrCannotRemove if a durable part cannot remove docs.
-func (h *durableHybrid) Remove(ctx context.Context, scope string, seqs []int64) error {
+// Remove implements Remover: it removes the docs from both parts (BM25
+// removes single docs too). It returns an error wrapping ErrCannotRemove
+// if a part cannot remove docs.
+func (h *hybrid) Remove(ctx context.Context, scope string, seqs []int64) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	for _, p := range h.parts {
-		if _, ok := p.(Durable); !ok {
-			continue
-		}
 		r, ok := p.(Remover)
 		if !ok {
-			return fmt.Errorf("%w: the durable part %T cannot remove documents", ErrCannotRemove, p)
+			return fmt.Errorf("%w: the part %T cannot remove documents", ErrCannotRemove, p)
 		}
 		if err := r.Remove(ctx, scope, seqs); err != nil {
 			return err

@@ -102,8 +102,15 @@ type Users interface {
 // memories.WithFactsPerUser keeps a user's facts (memories re-exports it).
 const UserFactsConversation = "\x00memstack-user-facts"
 
-// The derived identities storekit.DerivedOf names use the same string.
+// UserRecallJournalConversation is the Conversation of the derived identity
+// {Tenant, User, UserRecallJournalConversation} under which a
+// memories.Recall searching a user's conversations keeps the user's recall
+// journal (memories re-exports it as RecallJournalConversation).
+const UserRecallJournalConversation = "\x00memstack-recall-journal"
+
+// The derived identities storekit.DerivedOf names use the same strings.
 var _ = map[bool]int{false: 0, UserFactsConversation == kit.UserFactsConversation: 1}
+var _ = map[bool]int{false: 0, UserRecallJournalConversation == kit.UserRecallJournalConversation: 1}
 
 // Export is everything a backend holds for the identities of a Scope.
 type Export struct {

@@ -85,10 +85,16 @@ func CheckStateName(name string) error {
 // UserFactsConversation is store.UserFactsConversation.
 const UserFactsConversation = "\x00memstack-user-facts"
 
+// UserRecallJournalConversation is store.UserRecallJournalConversation.
+const UserRecallJournalConversation = "\x00memstack-recall-journal"
+
 // DerivedOf returns the derived identities memstack may keep for user of
 // tenant.
 func DerivedOf(tenant, user string) []memstack.Identity {
-	return []memstack.Identity{{Tenant: tenant, User: user, Conversation: UserFactsConversation}}
+	return []memstack.Identity{
+		{Tenant: tenant, User: user, Conversation: UserFactsConversation},
+		{Tenant: tenant, User: user, Conversation: UserRecallJournalConversation},
+	}
 }
 
 // ForgetBuckets is how many buckets the absent versions that Forget and
