@@ -404,9 +404,9 @@ func unitSeqs(exs []recallExchange) []int64 {
 // conversation's last.
 type scopedView struct {
 	exs  []recallExchange
-	src  []int            // src[i] is the conversation of exs[i] in ids
-	ids  []identity       // the conversations; the current one is last
-	own  int              // where the current conversation's units start
+	src  []int           // src[i] is the conversation of exs[i] in ids
+	ids  []identity      // the conversations; the current one is last
+	own  int             // where the current conversation's units start
 	hits []retrieval.Hit // the hits, their Seqs replaced by indexes in exs
 }
 
