@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/tmc/langchaingo/schema"
 	"time"
 
 	"github.com/memstack/memstack/internal/recallbench/locomo"
+	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/tokens"
 )
 
@@ -29,7 +31,11 @@ type data struct {
 	o       options
 	convs   []locomo.Conversation
 	results []result
-	speed   []speedRow
+	// sessions are the results of the default stack, and of it with its
+	// Recall narrowed to the conversation, with each session saved as a
+	// conversation of its own and every question asked in a new one.
+	sessions []result
+	speed    []speedRow
 }
 
 // benchmark loads the data, runs every system and renders the report.
@@ -65,6 +71,17 @@ func benchmark(ctx context.Context, o options) (string, error) {
 	if !ok {
 		return "", errNoDefault
 	}
+	for _, s := range []system{
+		def.system,
+		{name: defaultName + ", Recall scoped to the conversation", group: groupDefault,
+			factory: stack(o.budget, memories.WithRecallScope(memories.RecallScopeConversation))},
+	} {
+		r, err := runSessions(ctx, s, convs, counter)
+		if err != nil {
+			return "", err
+		}
+		d.sessions = append(d.sessions, r)
+	}
 	if d.speed, err = speed(ctx, o, convs, counter, def); err != nil {
 		return "", err
 	}
@@ -83,13 +100,27 @@ func (d data) defaultResult() (result, bool) {
 
 // runSystem replays every conversation through a fresh memory of s.
 func runSystem(ctx context.Context, s system, convs []locomo.Conversation, counter tokens.Counter) (result, error) {
+	return runWith(ctx, locomo.Replay, s, convs, counter)
+}
+
+// runSessions is runSystem with each session saved as a conversation of
+// its own of one user and the questions asked in a new conversation
+// (locomo.ReplaySessions): a returning user.
+func runSessions(ctx context.Context, s system, convs []locomo.Conversation, counter tokens.Counter) (result, error) {
+	return runWith(ctx, locomo.ReplaySessions, s, convs, counter)
+}
+
+// replayer replays one conversation into a memory.
+type replayer func(context.Context, schema.Memory, *locomo.Conversation, tokens.Counter) (locomo.Run, error)
+
+func runWith(ctx context.Context, replay replayer, s system, convs []locomo.Conversation, counter tokens.Counter) (result, error) {
 	r := result{system: s}
 	for i := range convs {
 		mem, err := s.factory()
 		if err != nil {
 			return r, fmt.Errorf("building %s: %w", s.name, err)
 		}
-		run, err := locomo.Replay(ctx, mem, &convs[i], counter)
+		run, err := replay(ctx, mem, &convs[i], counter)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", s.name, err)
 		}

@@ -302,6 +302,20 @@ func TestEmbedderOllama(t *testing.T) {
 // when it is absent), the default stack finds at least 85% of the evidence
 // on average and at least 80% in every conversation, within 1,000 tokens.
 func TestDevSetFigure(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		run  func(context.Context, system, []locomo.Conversation, tokens.Counter) (result, error)
+	}{
+		{"one conversation", runSystem},
+		{"sessions as conversations", runSessions},
+	} {
+		t.Run(mode.name, func(t *testing.T) { devSetFigure(t, mode.run) })
+	}
+}
+
+// devSetFigure holds the default stack's figures on the development set,
+// replayed by run.
+func devSetFigure(t *testing.T, run func(context.Context, system, []locomo.Conversation, tokens.Counter) (result, error)) {
 	path := filepath.Join(repoRoot(), defaultLoCoMo)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("no LoCoMo development set at %s", path)
@@ -317,7 +331,7 @@ func TestDevSetFigure(t *testing.T) {
 		}
 	}
 	require.NotNil(t, def.factory)
-	r, err := runSystem(context.Background(), def, convs, counter)
+	r, err := run(context.Background(), def, convs, counter)
 	require.NoError(t, err)
 	s := locomo.Summarise(r.answers)
 	t.Logf("%s on %s: evidence recall %.3f, mean tokens %.0f, max tokens %d, %d questions",

@@ -38,6 +38,7 @@ func render(d data, counter tokens.Counter) (string, error) {
 	if err := perConversation(&b, d); err != nil {
 		return "", err
 	}
+	sessionsSection(&b, d)
 	ablation(&b, d)
 	speedSection(&b, d)
 	return b.String(), nil
@@ -291,4 +292,59 @@ func duration(d time.Duration) string {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// sessionsSection reports the sessions-as-conversations mode beside the
+// one-conversation figures: a returning user.
+func sessionsSection(b *strings.Builder, d data) {
+	def, ok := d.defaultResult()
+	if !ok || len(d.sessions) == 0 {
+		return
+	}
+	b.WriteString("## Sessions as conversations: a returning user\n\n")
+	b.WriteString("Each LoCoMo session is saved as a conversation of its own of one user (the LoCoMo conversation), " +
+		"and every question is asked in a new conversation of that user, as a customer coming back would ask it. " +
+		"A Recall searches every conversation of the user by default (memories.WithRecallScope); the second row " +
+		"narrows it to the conversation, as before user-level memory.\n\n")
+	b.WriteString("| replay | system | evidence recall | lowest conversation | mean tokens | max tokens | load p50 | load p95 |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	row := func(replay string, r result) {
+		s := locomo.Summarise(r.answers)
+		lo := 2.0
+		for _, c := range d.convs {
+			var as []locomo.Answer
+			for _, a := range r.answers {
+				if a.Conversation == c.ID {
+					as = append(as, a)
+				}
+			}
+			lo = min(lo, locomo.Summarise(as).Recall)
+		}
+		fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.0f | %d | %s | %s |\n",
+			replay, r.system.name, s.Recall, lo, s.MeanTokens, s.MaxTokens, duration(s.LoadP50), duration(s.LoadP95))
+	}
+	row("one conversation", def)
+	for _, r := range d.sessions {
+		row("sessions as conversations", r)
+	}
+	b.WriteString("\nPer category and per conversation, default stack, sessions as conversations:\n\n")
+	ses := d.sessions[0]
+	b.WriteString("| category | questions | evidence recall |\n|---|---:|---:|\n")
+	for _, c := range locomo.Categories {
+		as := byCategory(ses.answers, c)
+		if len(as) > 0 {
+			fmt.Fprintf(b, "| %d %s | %d | %.3f |\n", c, locomo.CategoryLabel(c), len(as), locomo.Summarise(as).Recall)
+		}
+	}
+	b.WriteString("\n| conversation | questions | evidence recall | mean tokens | max tokens |\n|---|---:|---:|---:|---:|\n")
+	for _, c := range d.convs {
+		var as []locomo.Answer
+		for _, a := range ses.answers {
+			if a.Conversation == c.ID {
+				as = append(as, a)
+			}
+		}
+		s := locomo.Summarise(as)
+		fmt.Fprintf(b, "| %s | %d | %.3f | %.0f | %d |\n", c.ID, s.Questions, s.Recall, s.MeanTokens, s.MaxTokens)
+	}
+	b.WriteString("\n")
 }

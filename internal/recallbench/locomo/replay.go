@@ -264,3 +264,37 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 	rank := int(math.Ceil(float64(len(s)) * p / 100))
 	return s[min(max(rank, 1), len(s))-1]
 }
+
+// ReplaySessions is Replay with every session of conv saved as a
+// conversation of its own of one user, and every question asked in a new
+// conversation of that user: what a returning user sees. Each session's
+// exchanges are saved with the identity {User: conv.ID, Conversation:
+// "session-N"}, the questions asked with {User: conv.ID, Conversation:
+// "questions"}; the identity in ctx, if any, gives the Tenant.
+func ReplaySessions(ctx context.Context, mem schema.Memory, conv *Conversation, counter tokens.Counter) (Run, error) {
+	base, _ := memstack.IdentityFrom(ctx)
+	base.User = conv.ID
+	var saves []time.Duration
+	exs := conv.Exchanges()
+	for start := 0; start < len(exs); {
+		end := start + 1
+		for end < len(exs) && exs[end].Session == exs[start].Session {
+			end++
+		}
+		id := base
+		id.Conversation = fmt.Sprintf("session-%d", exs[start].Session)
+		s, err := Save(memstack.WithIdentity(ctx, id), mem, exs[start:end])
+		if err != nil {
+			return Run{}, fmt.Errorf("conversation %s, session %d: %w", conv.ID, exs[start].Session, err)
+		}
+		saves = append(saves, s...)
+		start = end
+	}
+	ask := base
+	ask.Conversation = "questions"
+	answers, err := Ask(memstack.WithIdentity(ctx, ask), mem, conv, counter)
+	if err != nil {
+		return Run{}, fmt.Errorf("conversation %s: %w", conv.ID, err)
+	}
+	return Run{Saves: saves, Answers: answers}, nil
+}
