@@ -267,9 +267,37 @@ type RecallEvent struct {
 //
 // # Identities and stores
 //
-// One Recall serves many identities: each identity's units are indexed
-// under its own scope (memstack.Identity.Key), and a search never returns
-// another identity's unit. A Recall only shows units that are in
+// # Across conversations
+//
+// A Recall searches every conversation of the identity's user by default
+// (RecallScopeUser): a user who comes back in a new conversation gets the
+// relevant past of the earlier ones. WithRecallScope narrows the search to
+// the conversation (RecallScopeConversation) or widens it to every user
+// of the tenant (RecallScopeTenant, opt in); never across tenants, never
+// to another user below tenant scope. A run from another conversation is
+// headed with its date and RecallOtherConversation ("[8 May 2023, another
+// conversation]"), and load reports name each item's conversation by its
+// hash (observe.Item.Conversation). The scope's units live in one index
+// (a save indexes its turn once; a load searches once, whatever the
+// number of conversations): on its first load a replica indexes every
+// conversation of the scope (store.Users lists them), then catches up with
+// the scope's recall journal — one small message per save under
+// {Tenant, User, RecallJournalConversation}, naming the conversation,
+// never the text — so a turn another replica saved to another
+// conversation is found by the next load, at the cost of one Stat when
+// nothing changed. A load reads (one Stat each) only the conversations
+// whose units it shows, and shows only units still stored: a Clear of a
+// conversation, on any replica, or a store Forget removes them from every
+// other conversation's recall; a user-wide ForgetScope removes the journal
+// too. The user scope is the default over a store that lists
+// conversations and an in-process index (the default BM25); over any
+// other store, or with a durable index (WithVector, WithHybrid), a Recall
+// searches the conversation, and asking for a wider scope is an error.
+//
+// One Recall serves many identities: each scope's units are indexed under
+// its own name (the conversation's memstack.Identity.Key, or the user's
+// or tenant's key prefix), and a search never returns a unit outside the
+// scope. A Recall only shows units that are in
 // its store: it may share the store with the other layers of a stack,
 // which remove nothing unless given a retention, and combined.New refuses
 // a retention there that would remove what Recall searches (package

@@ -27,12 +27,12 @@
 // dropped, with the reason and the score, and the example prints the
 // reports of the question's load with the prompt the model saw.
 //
-// Identities: Facts keeps facts per user, so a new conversation of the same
-// user still sees them. RecentN and Recall key everything by the whole
-// identity, conversation included (Recall has no per-user option), so the
-// week-later question continues the same conversation, as a support
-// thread does; the last part asks again in a new conversation and shows
-// that only the facts carry over.
+// Identities: Facts keeps facts per user, and Recall searches every
+// conversation of the user (memories.WithRecallScope's default), so a new
+// conversation of the same user sees both: the last part asks the
+// question again in a new conversation and shows the decision recalled
+// from the first one, marked "another conversation". RecentN shows the
+// current conversation only, so it starts empty there.
 package main
 
 import (
@@ -245,7 +245,8 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nThe prompt the model saw:\n-----\n%s\n-----\nAI: %s\n", llm.lastPrompt(), out)
 
-	// The same user, a new conversation: only the facts are per user.
+	// The same user, a new conversation: the facts and the recalled past
+	// carry over.
 	vars, err := s.mem.LoadMemoryVariables(memstack.WithIdentity(ctx, newThread), map[string]any{"input": Question})
 	if err != nil {
 		return fmt.Errorf("the new conversation: %w", err)
@@ -258,7 +259,7 @@ func run(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "[%s]\n%s\n", key, text)
 	}
-	fmt.Fprintln(w, "Facts are kept per user (WithFactsPerUser); RecentN and Recall per conversation.")
+	fmt.Fprintln(w, "Facts are kept per user (WithFactsPerUser), Recall searches the user's conversations; RecentN shows this conversation.")
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/tmc/langchaingo/prompts"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
 )
@@ -82,11 +83,13 @@ func TestRun(t *testing.T) {
 	assert.Less(t, counter.CountTokens(prompt), Budget+100, "the prompt is the budgeted memory plus the template")
 	assert.Contains(t, out, "\nAI: "+answer+"\n")
 
-	// A new conversation of the same user: the facts carry over, the
-	// conversation-scoped layers start empty.
+	// A new conversation of the same user: the facts carry over, and so
+	// does the decision, recalled from the user's earlier conversation
+	// and marked as such; the recent window starts empty.
 	fresh := section(t, out, "== The same user in a new conversation", "Facts are kept per user")
 	assert.Contains(t, fresh, "[history]\n(empty)\n")
-	assert.Contains(t, fresh, "[relevant_history]\n(empty)\n")
+	assert.Contains(t, fresh, "[relevant_history]\n[2 March 2026, "+memories.RecallOtherConversation+"]\n")
+	assert.Contains(t, fresh, "Human: Okay, we settled on the blue plan, starting in March.\n")
 	assert.Contains(t, fresh, "[facts]\n")
 	assert.Contains(t, fresh, "- we decision: the blue plan (since 2026-03-02)\n")
 }
