@@ -250,6 +250,7 @@ func TestOptions_BadValuesAreErrorsEverywhere(t *testing.T) {
 			{"WithThreshold", memories.WithThreshold(math.NaN()), []string{"WithThreshold(NaN)"}},
 			{"WithNeighbours", memories.WithNeighbours(-1), []string{"WithNeighbours(-1)"}},
 			{"WithRecallUnit", memories.WithRecallUnit(memories.RecallUnit(7)), []string{"WithRecallUnit(7)"}},
+			{"WithRecallScope", memories.WithRecallScope(memories.RecallScope(9)), []string{"WithRecallScope(9)"}},
 			{"WithContextWeight", memories.WithContextWeight(2), []string{"WithContextWeight(2)"}},
 			{"WithNeighbourShare", memories.WithNeighbourShare(1), []string{"WithNeighbourShare(1)"}},
 			{"WithExcludeRecent", memories.WithExcludeRecent(-1), []string{"WithExcludeRecent(-1)"}},

@@ -729,6 +729,6 @@ func recallIndexName(idx retrieval.Index) string {
 
 // String describes the memory's configuration.
 func (m *Recall) String() string {
-	return m.describe("Recall", fmt.Sprintf("index=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, neighbour_share=%g, context_weight=%g, exclude_recent=%d, dates=%t, query_dates=%t",
-		recallIndexName(m.idx), m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
+	return m.describe("Recall", fmt.Sprintf("index=%s, scope=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, neighbour_share=%g, context_weight=%g, exclude_recent=%d, dates=%t, query_dates=%t",
+		recallIndexName(m.idx), m.scope, m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tmc/langchaingo/schema"
 
+	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/memories"
 )
@@ -92,4 +93,44 @@ func BenchmarkRecallTurn(b *testing.B) {
 		_, err := rc.LoadMemoryVariables(ctx, map[string]any{"input": in})
 		return err
 	})
+}
+
+// BenchmarkRecallUserScope is one budgeted load of the README's stack in
+// a new conversation of a user with c conversations of 100 messages each:
+// a returning user.
+func BenchmarkRecallUserScope(b *testing.B) {
+	for _, c := range []int{10, 100} {
+		b.Run(fmt.Sprintf("conversations=%d", c), func(b *testing.B) {
+			rn, err := memories.NewRecentN(6)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rc, err := memories.NewRecall()
+			if err != nil {
+				b.Fatal(err)
+			}
+			mem, err := combined.New([]schema.Memory{rn, rc}, combined.WithTokenBudget(1000))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := range c {
+				ctx := memstack.WithIdentity(context.Background(), memstack.Identity{User: "u", Conversation: fmt.Sprintf("c%d", k)})
+				for i := range 50 {
+					in, out := rbTurn(k*50 + i)
+					if err := rc.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			ctx := memstack.WithIdentity(context.Background(), memstack.Identity{User: "u", Conversation: "new"})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				q, _ := rbTurn(i * 31)
+				if _, err := mem.LoadMemoryVariables(ctx, map[string]any{"input": q}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -183,7 +183,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		if strings.TrimSpace(q) == "" {
 			q = ""
 		}
-		view, err = m.scopedHits(ctx, id, exs, q, 2*k+nExcluded, dp)
+		view, err = m.scopedHits(ctx, id, exs, firstExcluded, q, 2*k+nExcluded, dp)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
@@ -191,7 +191,6 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			return recallSelection{}, fmt.Errorf("memstack: recall search: %w", err)
 		}
 		exs, hits = view.exs, view.hits
-		firstExcluded += view.own
 	} else if strings.TrimSpace(query) != "" {
 		// Hits for units no longer stored (a durable index keeps what
 		// another writer cleared) take no place: ask again for more while
@@ -217,7 +216,12 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	if dated && !m.scoped() {
 		hits = m.dateBoost(exs, hits, date)
 	}
-	excluded := func(i int) bool { return i >= firstExcluded }
+	excluded := func(i int) bool {
+		if view.src != nil {
+			return view.excl[i]
+		}
+		return i >= firstExcluded
+	}
 	// same reports whether units i and j are of one conversation: a
 	// scoped load never shows a unit as another conversation's neighbour.
 	same := func(i, j int) bool { return view.src == nil || view.src[i] == view.src[j] }

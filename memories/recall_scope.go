@@ -1,6 +1,7 @@
 package memories
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -398,15 +399,15 @@ func unitSeqs(exs []recallExchange) []int64 {
 	return out
 }
 
-// scopedView is what a scoped load searches and shows: the units of the
-// current conversation and of the other conversations that have hits,
-// each conversation's units together and in order, the current
-// conversation's last.
+// scopedView is what a scoped load shows from: the units around the hits,
+// in runs of one conversation each, in order, the other conversations'
+// first (oldest first), the current conversation's last.
 type scopedView struct {
 	exs  []recallExchange
-	src  []int           // src[i] is the conversation of exs[i] in ids
-	ids  []identity      // the conversations; the current one is last
-	own  int             // where the current conversation's units start
+	src  []int           // src[i] is the range of exs[i]: one run of units of a conversation
+	ids  []identity      // the conversation of each range
+	excl []bool          // excl[i]: exs[i] is among the current conversation's recent units (WithExcludeRecent)
+	cur  identity        // the load's conversation
 	hits []retrieval.Hit // the hits, their Seqs replaced by indexes in exs
 }
 
@@ -425,7 +426,7 @@ func (m *Recall) otherUnits(ctx context.Context, cid identity) ([]recallExchange
 // scopedHits searches the scope's index for query and gathers the units
 // the hits belong to. cur is the current conversation's units (from its
 // entry, synced). want is how many hits the selection needs.
-func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchange, query string, want int, date *queryDate) (scopedView, error) {
+func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchange, firstExcl int, query string, want int, date *queryDate) (scopedView, error) {
 	ns := m.ns(id)
 	u := m.scopes.Acquire(ns)
 	defer m.scopes.Release(ns)
@@ -466,69 +467,81 @@ func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchan
 	} else {
 		u.omu.Unlock()
 	}
-	// The conversations of the hits, oldest first by their best unit.
-	v := scopedView{}
-	first := map[identity]int64{}
+	// The conversations of the hits: the others oldest first (by their
+	// oldest hit), the current one last.
+	byConv := map[identity][]int64{}
 	for _, h := range hits {
-		o, ok := owners[h.Seq]
-		if !ok || o.id == id {
-			continue
-		}
-		if f, seen := first[o.id]; !seen || h.Seq < f {
-			first[o.id] = h.Seq
-		}
-	}
-	others := make([]identity, 0, len(first))
-	for cid := range first {
-		others = append(others, cid)
-	}
-	slices.SortFunc(others, func(a, b identity) int {
-		if first[a] != first[b] {
-			if first[a] < first[b] {
-				return -1
-			}
-			return 1
-		}
-		return cmpString(a.Key(), b.Key())
-	})
-	pos := map[identity]map[int64]int{}
-	add := func(cid identity, exs []recallExchange) {
-		at := make(map[int64]int, len(exs))
-		for _, x := range exs {
-			at[x.seq] = len(v.exs)
-			v.exs = append(v.exs, x)
-			v.src = append(v.src, len(v.ids))
-		}
-		pos[cid] = at
-		v.ids = append(v.ids, cid)
-	}
-	for _, cid := range others {
-		exs, err := m.otherUnits(ctx, cid)
-		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return scopedView{}, cerr
-			}
-			continue // that conversation's hits are left out; the rest stand
-		}
-		add(cid, exs)
-	}
-	v.own = len(v.exs)
-	add(id, cur)
-	var gone []int64
-	for _, h := range hits {
-		o, ok := owners[h.Seq]
 		cid := id
-		if ok {
+		if o, ok := owners[h.Seq]; ok {
 			cid = o.id
 		}
-		i, found := pos[cid][h.Seq]
-		if !found {
-			if ok {
-				gone = append(gone, h.Seq)
-			}
-			continue
+		byConv[cid] = append(byConv[cid], h.Seq)
+	}
+	convs := make([]identity, 0, len(byConv))
+	for cid := range byConv {
+		if cid != id {
+			convs = append(convs, cid)
 		}
-		v.hits = append(v.hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+	}
+	slices.SortFunc(convs, func(a, b identity) int {
+		if x, y := slices.Min(byConv[a]), slices.Min(byConv[b]); x != y {
+			return cmp.Compare(x, y)
+		}
+		return cmp.Compare(a.Key(), b.Key())
+	})
+	convs = append(convs, id)
+	// The view holds, of each conversation, only the units around its
+	// hits (recallViewReach on either side: the neighbours and partners
+	// a selection may show), one range per run of them: a load reads and
+	// copies what it may show, not the conversations.
+	v := scopedView{}
+	at := map[identity]map[int64]int{}
+	var gone []int64
+	for _, cid := range convs {
+		exs := cur
+		if cid != id {
+			var err error
+			if exs, err = m.otherUnits(ctx, cid); err != nil {
+				if cerr := ctx.Err(); cerr != nil {
+					return scopedView{}, cerr
+				}
+				continue // that conversation's hits are left out; the rest stand
+			}
+		}
+		var pos []int
+		for _, seq := range byConv[cid] {
+			if i, ok := unitAt(exs, seq); ok {
+				pos = append(pos, i)
+			} else if cid != id || owners[seq].id == id {
+				gone = append(gone, seq)
+			}
+		}
+		slices.Sort(pos)
+		idx := map[int64]int{}
+		for k := 0; k < len(pos); {
+			lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
+			for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
+				hi = min(pos[k]+recallViewReach, len(exs)-1)
+			}
+			for i := lo; i <= hi; i++ {
+				idx[exs[i].seq] = len(v.exs)
+				v.exs = append(v.exs, exs[i])
+				v.src = append(v.src, len(v.ids))
+				v.excl = append(v.excl, cid == id && i >= firstExcl)
+			}
+			v.ids = append(v.ids, cid)
+		}
+		at[cid] = idx
+	}
+	v.cur = id
+	for _, h := range hits {
+		cid := id
+		if o, ok := owners[h.Seq]; ok {
+			cid = o.id
+		}
+		if i, ok := at[cid][h.Seq]; ok {
+			v.hits = append(v.hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+		}
 	}
 	if len(gone) > 0 && m.durable == nil {
 		// Units no longer stored (cleared here or in another replica):
@@ -538,15 +551,11 @@ func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchan
 	return v, nil
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+// recallViewReach is how many units on either side of a hit a scoped
+// load's view holds: the neighbours (WithNeighbours, 1 under a budget) and
+// partners a selection may show. A WithNeighbours above it shows at most
+// this many around a hit of a scoped load.
+const recallViewReach = 2
 
 // conversation returns the hash of the conversation of unit i, for
 // reports: "" for a load of one conversation.
@@ -560,10 +569,11 @@ func (v scopedView) conversation(m *Recall, i int) string {
 // elsewhere reports whether unit i is of another conversation than the
 // load's.
 func (v scopedView) elsewhere(i int) bool {
-	return v.src != nil && v.src[i] != len(v.ids)-1
+	return v.src != nil && v.ids[v.src[i]] != v.cur
 }
 
-// sameConv reports whether units i and j are of one conversation.
+// sameConv reports whether units i and j are of one run of one
+// conversation (neighbours in it).
 func (v scopedView) sameConv(i, j int) bool {
 	return v.src == nil || v.src[i] == v.src[j]
 }

@@ -37,6 +37,7 @@ type config struct {
 	storeSamples   int           // timed calls per median in MeasureSize
 	windowSizes    []int         // conversation sizes of measureWindows
 	windowSamples  int           // timed loads per memory in measureWindows
+	userConvs      []int         // conversations per user in measureUserRecall
 	startServers   bool          // try Redis and PostgreSQL
 	requireServers bool          // a server that cannot start is an error
 }
@@ -96,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.storeTurns = 10
 		cfg.storeSizes, cfg.storeSamples = []int{1000}, 20
 		cfg.windowSizes, cfg.windowSamples = []int{100, 1000}, 20
+		cfg.userConvs = []int{10}
 	} else {
 		cfg.reps, cfg.target = 5, 200*time.Millisecond
 		cfg.summaryTurns, cfg.paceTurns = 1000, 200
@@ -103,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.storeTurns = 100
 		cfg.storeSizes, cfg.storeSamples = []int{1000, 100000}, 200
 		cfg.windowSizes, cfg.windowSamples = []int{1000, 100000}, 200
+		cfg.userConvs = []int{100, 1000}
 	}
 	return cfg, nil
 }

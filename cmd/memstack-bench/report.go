@@ -19,6 +19,7 @@ const (
 	headFanout     = "## CombinedMemory: children run concurrently"
 	headStores     = "## Store backends"
 	headWindows    = "### Window loads over one long conversation"
+	headUsers      = "### Recall across a user's conversations"
 )
 
 // renderMarkdown renders the results as the report docs/bench/results.md.
@@ -209,6 +210,7 @@ func renderStores(b *strings.Builder, r *results) {
 		}
 	}
 	renderWindows(b, r)
+	renderUsers(b, r)
 	p("\nThe servers are throwaway processes on this machine (loopback, no persistence or fsync): the numbers show the stores' own overhead, not a production deployment's disk or network.\n")
 }
 
@@ -246,6 +248,25 @@ func renderWindows(b *strings.Builder, r *results) {
 			}
 			p("| %s | %s | %s | %s | %s | %s | %.2f× |\n", s.backend, wm.name, fmtDur(lo.p50), fmtDur(lo.p95), fmtDur(hi.p50), fmtDur(hi.p95),
 				float64(hi.p50)/float64(lo.p50))
+		}
+	}
+}
+
+// renderUsers writes the user-level recall table: a budgeted load in a
+// new conversation of a user with many conversations, and a save's cost
+// against a conversation-scoped Recall's.
+func renderUsers(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if len(r.cfg.userConvs) == 0 {
+		return
+	}
+	p("\n%s\n\n", headUsers)
+	p("One user with N conversations of %d messages each in the store; a stack `RecentN(6)` + `Recall()` (which searches every conversation of the user) under `combined.WithTokenBudget(1000)` loads in a new conversation of that user: the first load of the process (cold: it lists the user's conversations and indexes them), then %d budgeted loads, each with another question. Saves: `SaveContext` of a user-scoped `Recall` and of a conversation-scoped one, alternating, p50; the ratio is what user-level memory costs a save (its recall-journal entry).\n\n", userRecallMessages, r.cfg.windowSamples)
+	p("| backend | conversations | cold first load | load p50 | load p95 | save, user scope | save, conversation scope | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.stores {
+		for _, u := range s.users {
+			p("| %s | %s | %s | %s | %s | %s | %s | %.2f× |\n", s.backend, fmtCount(u.conversations), fmtDur(u.cold), fmtDur(u.loadP50), fmtDur(u.loadP95),
+				fmtDur(u.saveUser), fmtDur(u.saveConv), float64(u.saveUser)/float64(u.saveConv))
 		}
 	}
 }

@@ -24,6 +24,7 @@ type storeRow struct {
 	res     storetest.Result
 	sizes   []storetest.SizeResult // storetest.MeasureSize at cfg.storeSizes
 	windows []windowResult         // measureWindows at cfg.windowSizes
+	users   []userRecallResult     // measureUserRecall at cfg.userConvs
 	skipped string                 // non-empty: not measured, and why
 }
 
@@ -168,6 +169,18 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 				fmt.Fprintf(progress, "stores: %-28s %d messages: %s load p50 %v, p95 %v\n", b.name, w.messages, w.memory, w.p50, w.p95)
 			}
 			row.windows = ws
+		}
+		if len(cfg.userConvs) > 0 {
+			us, err := measureUserRecall(ctx, s, cfg.userConvs, cfg.windowSamples)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("measuring user-level recall on the %s store: %w", b.name, err)
+			}
+			for _, u := range us {
+				fmt.Fprintf(progress, "stores: %-28s user with %d conversations: cold load %v, load p50 %v, p95 %v, save %v (conversation-scoped %v)\n",
+					b.name, u.conversations, u.cold, u.loadP50, u.loadP95, u.saveUser, u.saveConv)
+			}
+			row.users = us
 		}
 		release()
 		rows = append(rows, row)
