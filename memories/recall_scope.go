@@ -337,12 +337,54 @@ func (m *Recall) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 	if err != nil {
 		return fmt.Errorf("memstack: listing the conversations of %s: %w", m.storeScope(id), err)
 	}
+	// Read every conversation first, then index them oldest first (by
+	// their first Seq): the index takes units in Seq order as appends,
+	// not as insertions.
+	type pending struct {
+		id   identity
+		e    *recallEntry
+		recs []store.Record
+	}
+	var all []pending
+	defer func() {
+		for _, p := range all {
+			m.release(p.e)
+		}
+	}()
 	for _, cid := range ids {
 		if storekit.Derived(cid) {
 			continue
 		}
-		if err := m.syncConversation(ctx, cid, true); err != nil {
+		e := m.acquire(cid)
+		all = append(all, pending{id: cid, e: e})
+		p := &all[len(all)-1]
+		e.mu.Lock()
+		e.ready, e.seen = false, 0
+		recs, err := m.refreshExchanges(ctx, cid, e)
+		if err == nil && recs == nil {
+			recs, err = loadAll(ctx, m.cfg.store, cid)
+		}
+		e.mu.Unlock()
+		if err != nil && !errors.As(err, new(recallResetError)) {
 			return err
+		}
+		p.recs = recs
+	}
+	slices.SortStableFunc(all, func(a, b pending) int {
+		first := func(p pending) int64 {
+			if len(p.recs) == 0 {
+				return math.MaxInt64
+			}
+			return p.recs[0].Seq
+		}
+		return cmp.Compare(first(a), first(b))
+	})
+	for _, p := range all {
+		p.e.mu.Lock()
+		err := m.syncLocked(ctx, p.id, p.e, p.recs)
+		p.e.mu.Unlock()
+		if err != nil && retrieval.Permanent(err) {
+			return fmt.Errorf("memstack: recall index: %w", err)
 		}
 	}
 	u.built, u.seen = true, st.LastSeq
