@@ -197,5 +197,10 @@ func (m *Summary) LoadItems(ctx context.Context, _ map[string]any) (layer.Items,
 		}
 		entries = append([]entry{summary}, entries...)
 	}
+	earlier, err := m.earlier(ctx, id)
+	if err != nil {
+		return layer.Items{}, err
+	}
+	entries = append(earlierEntries(earlier), entries...)
 	return m.items(entries), nil
 }

@@ -155,6 +155,7 @@ type config struct {
 	// an option set them, for the checks that involve two options.
 	maxMessages    int
 	maxMessagesSet bool
+	earlier        int // WithEarlierSummaries
 	batchSize      int
 	batchSizeSet   bool
 	maxTokens      int

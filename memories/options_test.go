@@ -230,6 +230,7 @@ func TestOptions_BadValuesAreErrorsEverywhere(t *testing.T) {
 		// WithBackground has no bad value; it is here for its types.
 		{"background", nil},
 		{"summary", []badOption{
+			{"WithEarlierSummaries", memories.WithEarlierSummaries(0), []string{"WithEarlierSummaries(0)"}},
 			{"WithMaxMessages", memories.WithMaxMessages(0), []string{"WithMaxMessages(0)"}},
 			{"WithBatchSize", memories.WithBatchSize(0), []string{"WithBatchSize(0)"}},
 			{"WithMaxTokens", memories.WithMaxTokens(0), []string{"WithMaxTokens(0)"}},

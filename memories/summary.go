@@ -162,6 +162,28 @@ type SummaryStats struct {
 // Summary keeps nothing per identity once the identity's save or
 // background work is done.
 //
+// # Earlier conversations
+//
+// With WithEarlierSummaries(k) a Summary also keeps, per user, the summary
+// of each of the user's conversations, and every load shows, before the
+// conversation's own summary and messages, the summaries of the user's k
+// most recent other conversations, each dated with its last message's day
+// ("Summary of an earlier conversation (8 May 2023): ..."; in messages
+// mode a system message each). Under combined.WithTokenBudget they are
+// items of their own, dropped first and whole. A conversation's summary is
+// completed — its running summary with every message it does not cover
+// folded in, one summarizer call — when the user's next conversation
+// starts: the first summarization pass of a conversation in a process
+// lists the user's conversations (store.Users) and completes the k most
+// recent whose newest messages no summary covers. Call Complete when a
+// conversation ends (a session closes, or a timer of yours finds it
+// quiet) to do it then instead. The summaries live in the store's state
+// under {Tenant, User, UserSummariesConversation}, at most 32 per user;
+// Clear removes its conversation's, a load never shows the summary of a
+// conversation the store no longer holds (cleared or forgotten by any
+// replica), and a user-wide ForgetScope removes them all. Any summarizer
+// works: an LLM through summarizer.New, or the extractive one.
+//
 // # Background mode
 //
 // With WithBackground(true), SaveContext and AddMessage store the message
@@ -193,6 +215,10 @@ type Summary struct {
 	// summarization failed, the maxSummaryBackoffs most recent.
 	mu       sync.Mutex
 	backoffs *simplelru.LRU[identity, sumBackoff]
+	// started holds the conversations whose first pass ran in this
+	// process (WithEarlierSummaries: that pass completes the user's
+	// earlier conversations), the most recent; guarded by mu.
+	started *simplelru.LRU[identity, struct{}]
 }
 
 // maxSummaryBackoffs bounds how many identities' retry backoffs a Summary
@@ -242,6 +268,10 @@ func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error
 		return nil, m.err
 	}
 	m.backoffs, _ = simplelru.NewLRU[identity, sumBackoff](maxSummaryBackoffs, nil)
+	m.started, _ = simplelru.NewLRU[identity, struct{}](maxSummaryBackoffs, nil)
+	if _, lists := m.cfg.store.(store.Users); m.cfg.earlier > 0 && !lists {
+		return nil, fmt.Errorf("%w: NewSummary: WithEarlierSummaries(%d): the store %T cannot list a user's conversations (store.Users)", ErrInvalidOption, m.cfg.earlier, m.cfg.store)
+	}
 	c := &m.cfg
 	if ps, ok := c.store.(store.ProcessState); ok && ps.StateInProcess() && c.retention != nil {
 		return nil, fmt.Errorf("%w: NewSummary: WithStore(%T) with WithRetention(%s): under a retention a Summary removes the messages it folded into its state, "+
@@ -335,13 +365,25 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	if err != nil {
 		return nil, err
 	}
+	earlier, err := m.earlier(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	if rec := observe.FromContext(ctx); rec.Enabled() {
+		for _, c := range earlier {
+			rec.Injected(observe.Item{Kind: kindEarlierSummary, ID: seqID(c.Through), Time: c.To})
+		}
 		if st.Summary != "" {
 			rec.Injected(observe.Item{Kind: kindSummary, ID: seqID(st.Through)})
 		}
 		recordMessages(rec, nil, system, rest)
 	}
-	msgs := make([]llms.ChatMessage, 0, len(system)+len(rest)+1)
+	msgs := make([]llms.ChatMessage, 0, len(earlier)+len(system)+len(rest)+1)
+	if m.cfg.returnMessages {
+		for _, c := range earlier {
+			msgs = append(msgs, llms.SystemChatMessage{Content: earlierText(c)})
+		}
+	}
 	if m.cfg.returnMessages && st.Summary != "" {
 		msgs = append(msgs, llms.SystemChatMessage{Content: SummaryPrefix + st.Summary})
 	}
@@ -360,6 +402,12 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 		}
 		s = SummaryPrefix + st.Summary + s
 	}
+	for i := len(earlier) - 1; i >= 0; i-- {
+		if s != "" {
+			s = "\n" + s
+		}
+		s = earlierText(earlier[i]) + s
+	}
 	return map[string]any{m.cfg.memoryKey: s}, nil
 }
 
@@ -371,6 +419,11 @@ func (m *Summary) Clear(ctx context.Context) error {
 		m.mu.Lock()
 		m.backoffs.Remove(id)
 		m.mu.Unlock()
+		if m.cfg.earlier > 0 {
+			if err := m.forgetEarlier(ctx, id); err != nil {
+				return fmt.Errorf("memstack: messages cleared; clearing the conversation's summary: %w", err)
+			}
+		}
 		return nil
 	})
 }

@@ -41,6 +41,15 @@ func (m *Summary) run(ctx context.Context, id identity, background bool) error {
 	if background && observe.FromContext(ctx) != nil {
 		ctx = observe.WithRecorder(ctx, nil)
 	}
+	if m.cfg.earlier > 0 && !m.startedHere(id) {
+		// The user's next conversation starts (or this process serves it
+		// for the first time): complete the earlier ones first.
+		if err := m.completeEarlier(ctx, id); err != nil {
+			m.report(id, 0, 0, err)
+			return err
+		}
+		m.noteStarted(id)
+	}
 	return m.attempt(ctx, id)
 }
 

@@ -108,9 +108,16 @@ const UserFactsConversation = "\x00memstack-user-facts"
 // journal (memories re-exports it as RecallJournalConversation).
 const UserRecallJournalConversation = "\x00memstack-recall-journal"
 
+// UserSummariesConversation is the Conversation of the derived identity
+// {Tenant, User, UserSummariesConversation} under which a memories.Summary
+// with WithEarlierSummaries keeps the summaries of a user's conversations
+// (memories re-exports it).
+const UserSummariesConversation = "\x00memstack-user-summaries"
+
 // The derived identities storekit.DerivedOf names use the same strings.
 var _ = map[bool]int{false: 0, UserFactsConversation == kit.UserFactsConversation: 1}
 var _ = map[bool]int{false: 0, UserRecallJournalConversation == kit.UserRecallJournalConversation: 1}
+var _ = map[bool]int{false: 0, UserSummariesConversation == kit.UserSummariesConversation: 1}
 
 // Export is everything a backend holds for the identities of a Scope.
 type Export struct {

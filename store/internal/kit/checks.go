@@ -88,12 +88,16 @@ const UserFactsConversation = "\x00memstack-user-facts"
 // UserRecallJournalConversation is store.UserRecallJournalConversation.
 const UserRecallJournalConversation = "\x00memstack-recall-journal"
 
+// UserSummariesConversation is store.UserSummariesConversation.
+const UserSummariesConversation = "\x00memstack-user-summaries"
+
 // DerivedOf returns the derived identities memstack may keep for user of
 // tenant.
 func DerivedOf(tenant, user string) []memstack.Identity {
 	return []memstack.Identity{
 		{Tenant: tenant, User: user, Conversation: UserFactsConversation},
 		{Tenant: tenant, User: user, Conversation: UserRecallJournalConversation},
+		{Tenant: tenant, User: user, Conversation: UserSummariesConversation},
 	}
 }
 
