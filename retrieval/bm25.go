@@ -413,8 +413,15 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	// The candidates: slot[d]-1 indexes cand (positions) and ctf (their
 	// weighted frequencies, nt per candidate).
 	slot := make([]int32, n)
-	var cand []int
-	var ctf []float64
+	// Each posting makes at most 5 candidates (itself and two neighbours
+	// on each side): size the candidate arrays once.
+	most := 0
+	for _, t := range terms {
+		most += 5 * len(s.postings[t])
+	}
+	most = min(most, n)
+	cand := make([]int, 0, most)
+	ctf := make([]float64, 0, most*nt)
 	idf := make([]float64, nt)
 	var norm float64
 	for ti, t := range terms {
