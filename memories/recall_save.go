@@ -98,6 +98,9 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		}
 	}
 	if len(docs) > 0 {
+		if at != nil {
+			m.assign(id, docs, at) // the scope's doc IDs
+		}
 		ictx, cancel := m.indexCtx(ctx)
 		start := time.Now()
 		err := m.add(ictx, id, e, docs)
@@ -105,9 +108,6 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
 		if err != nil {
 			return err
-		}
-		if at != nil {
-			m.own(id, docs, at)
 		}
 	}
 	e.ready, e.seen = true, last
@@ -312,13 +312,6 @@ func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m.scoped() {
-		seqs := make([]int64, 0, len(docs))
-		for _, d := range docs {
-			seqs = append(seqs, d.Seq)
-		}
-		_ = m.removeUnits(ctx, id, seqs)
-	}
 	if m.deleteIndex(ctx, id, e) == nil {
 		e.ready, e.seen = false, 0
 	}

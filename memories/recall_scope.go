@@ -99,15 +99,28 @@ type recallScopeEntry struct {
 	seen  int64      // the Seq of the newest journal entry caught up with
 
 	omu sync.Mutex
-	// owner maps each indexed unit (its first Seq, the doc's Seq) to its
-	// conversation and time.
+	// A scope's index holds units of many conversations, whose Seqs may
+	// coincide (a store's Seqs are unique per identity only), so each
+	// unit gets a doc ID of the scope's own, in the order it is first
+	// indexed: docs maps a unit to its doc ID, owner a doc ID to its
+	// unit. The IDs live as long as the entry and its in-process index
+	// (a scope wider than the conversation needs one: WithRecallScope).
+	next  int64
+	docs  map[recallUnitKey]int64
 	owner map[int64]recallOwner
 }
 
-// recallOwner is the conversation of an indexed unit, and its time.
+// recallUnitKey names a unit: its conversation and its first Seq.
+type recallUnitKey struct {
+	id  identity
+	seq int64
+}
+
+// recallOwner is the unit a doc ID stands for, and its time.
 type recallOwner struct {
-	id identity
-	at time.Time
+	id  identity
+	seq int64
+	at  time.Time
 }
 
 // scoped reports whether m searches more than the conversation.
@@ -165,22 +178,32 @@ func (m *Recall) scopeEntry(id identity) *recallScopeEntry {
 	return m.scopes.Acquire(m.ns(id))
 }
 
-// own records the conversation of docs (from exs) in the scope's entry.
-func (m *Recall) own(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
+// assign gives docs, units of conversation id (Seq: the unit's first
+// Seq; at their times), the doc IDs of id's scope, in place.
+func (m *Recall) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
 	ns := m.ns(id)
 	u := m.scopes.Acquire(ns)
 	defer m.scopes.Release(ns)
 	u.omu.Lock()
 	defer u.omu.Unlock()
 	if u.owner == nil {
-		u.owner = make(map[int64]recallOwner)
+		u.owner, u.docs = make(map[int64]recallOwner), make(map[recallUnitKey]int64)
 	}
-	for _, d := range docs {
-		u.owner[d.Seq] = recallOwner{id: id, at: at[d.Seq]}
+	for i, d := range docs {
+		k := recallUnitKey{id, d.Seq}
+		doc, ok := u.docs[k]
+		if !ok {
+			u.next++
+			doc = u.next
+			u.docs[k] = doc
+		}
+		u.owner[doc] = recallOwner{id: id, seq: d.Seq, at: at[d.Seq]}
+		docs[i].Seq = doc
 	}
 }
 
-// owned returns the units the scope's entry records for conversation id.
+// owned returns the first Seqs of the units of conversation id that the
+// scope's entry holds.
 func (m *Recall) owned(id identity) []int64 {
 	ns := m.ns(id)
 	u := m.scopes.Acquire(ns)
@@ -188,24 +211,32 @@ func (m *Recall) owned(id identity) []int64 {
 	u.omu.Lock()
 	defer u.omu.Unlock()
 	var out []int64
-	for seq, o := range u.owner {
-		if o.id == id {
-			out = append(out, seq)
+	for k := range u.docs {
+		if k.id == id {
+			out = append(out, k.seq)
 		}
 	}
 	return out
 }
 
-// disown forgets the units seqs of the scope's entry.
-func (m *Recall) disown(id identity, seqs []int64) {
+// disown forgets the units seqs of conversation id and returns their doc
+// IDs.
+func (m *Recall) disown(id identity, seqs []int64) []int64 {
 	ns := m.ns(id)
 	u := m.scopes.Acquire(ns)
 	defer m.scopes.Release(ns)
 	u.omu.Lock()
 	defer u.omu.Unlock()
+	var docs []int64
 	for _, s := range seqs {
-		delete(u.owner, s)
+		k := recallUnitKey{id, s}
+		if doc, ok := u.docs[k]; ok {
+			docs = append(docs, doc)
+			delete(u.docs, k)
+			delete(u.owner, doc)
+		}
 	}
+	return docs
 }
 
 // journal records, after a save to id, that id changed: one message in
@@ -330,7 +361,7 @@ func (m *Recall) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 			return recallResetError{err}
 		}
 		u.omu.Lock()
-		u.owner = nil
+		u.owner, u.docs = nil, nil
 		u.omu.Unlock()
 	}
 	ids, err := users.Identities(ctx, m.storeScope(id))
@@ -418,13 +449,13 @@ func (m *Recall) removeUnits(ctx context.Context, id identity, seqs []int64) err
 	if len(seqs) == 0 {
 		return nil
 	}
-	m.disown(id, seqs)
+	docs := m.disown(id, seqs)
 	r, ok := m.idx.(retrieval.Remover)
-	if !ok {
+	if !ok || len(docs) == 0 {
 		return nil
 	}
 	_, _, err := indexCall(m, ctx, "remove", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.Remove(ctx, m.ns(id), seqs)
+		return struct{}{}, r.Remove(ctx, m.ns(id), docs)
 	}, nil)
 	if errors.Is(err, retrieval.ErrCannotRemove) {
 		return nil
@@ -509,17 +540,16 @@ func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchan
 	} else {
 		u.omu.Unlock()
 	}
-	// The conversations of the hits: the others oldest first (by their
-	// oldest hit), the current one last.
+	// The hits' units by conversation (a hit whose doc ID the entry
+	// does not know any more was removed meanwhile): the others oldest
+	// first (by their oldest hit), the current one last.
 	byConv := map[identity][]int64{}
 	for _, h := range hits {
-		cid := id
 		if o, ok := owners[h.Seq]; ok {
-			cid = o.id
+			byConv[o.id] = append(byConv[o.id], o.seq)
 		}
-		byConv[cid] = append(byConv[cid], h.Seq)
 	}
-	convs := make([]identity, 0, len(byConv))
+	convs := make([]identity, 0, len(byConv)+1)
 	for cid := range byConv {
 		if cid != id {
 			convs = append(convs, cid)
@@ -536,9 +566,9 @@ func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchan
 	// hits (recallViewReach on either side: the neighbours and partners
 	// a selection may show), one range per run of them: a load reads and
 	// copies what it may show, not the conversations.
-	v := scopedView{}
-	at := map[identity]map[int64]int{}
-	var gone []int64
+	v := scopedView{cur: id}
+	at := map[recallUnitKey]int{}
+	gone := map[identity][]int64{}
 	for _, cid := range convs {
 		exs := cur
 		if cid != id {
@@ -554,41 +584,36 @@ func (m *Recall) scopedHits(ctx context.Context, id identity, cur []recallExchan
 		for _, seq := range byConv[cid] {
 			if i, ok := unitAt(exs, seq); ok {
 				pos = append(pos, i)
-			} else if cid != id || owners[seq].id == id {
-				gone = append(gone, seq)
+			} else {
+				gone[cid] = append(gone[cid], seq)
 			}
 		}
 		slices.Sort(pos)
-		idx := map[int64]int{}
 		for k := 0; k < len(pos); {
 			lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
 			for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
 				hi = min(pos[k]+recallViewReach, len(exs)-1)
 			}
 			for i := lo; i <= hi; i++ {
-				idx[exs[i].seq] = len(v.exs)
+				at[recallUnitKey{cid, exs[i].seq}] = len(v.exs)
 				v.exs = append(v.exs, exs[i])
 				v.src = append(v.src, len(v.ids))
 				v.excl = append(v.excl, cid == id && i >= firstExcl)
 			}
 			v.ids = append(v.ids, cid)
 		}
-		at[cid] = idx
 	}
-	v.cur = id
 	for _, h := range hits {
-		cid := id
 		if o, ok := owners[h.Seq]; ok {
-			cid = o.id
-		}
-		if i, ok := at[cid][h.Seq]; ok {
-			v.hits = append(v.hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+			if i, ok := at[recallUnitKey{o.id, o.seq}]; ok {
+				v.hits = append(v.hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+			}
 		}
 	}
-	if len(gone) > 0 && m.durable == nil {
+	for cid, seqs := range gone {
 		// Units no longer stored (cleared here or in another replica):
 		// out of the in-process index, so they take no hit's place again.
-		_ = m.removeUnits(context.WithoutCancel(ctx), id, gone)
+		_ = m.removeUnits(context.WithoutCancel(ctx), cid, seqs)
 	}
 	return v, nil
 }
