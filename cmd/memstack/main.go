@@ -2,12 +2,15 @@
 // store: it lists a user's (or a tenant's) conversations, exports
 // everything held for them as JSON — every namespace (memory layer) of the
 // backend, messages and state — and forgets them, leaving nothing behind.
+// It also imports a user's past conversations into a store (see Import
+// below).
 //
 // Usage:
 //
 //	memstack list   -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users)
 //	memstack export -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) [-o FILE]   (FILE must not exist)
 //	memstack forget -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) -yes
+//	memstack import -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user) [-namespace NS] FILE   (FILE "-": standard input)
 //
 // DSN names the backend:
 //
@@ -50,9 +53,42 @@
 // conversations". forget asks for -yes, prints how many conversations it
 // removed, and exits 0. Exit status: 0 on success, 1 on a failure, 2 on
 // bad usage.
+//
+// # Import
+//
+// import replays the conversations in FILE — JSON Lines of
+// {"conversation", "role", "content", "time"}, or what export writes —
+// through the stack memstack's README recommends, on one store: RecentN(6),
+// Summary with the extractive summarizer (no model), Facts with the
+// built-in pattern extractor kept per user (WithFactsPerUser), and
+// Recall, each with memories.WithStore, in namespace NS of the backend
+// (default: the backend's default namespace, where memories opened without
+// WithNamespace keep their data). Each message is stored at its original
+// time, and the stack derives what it would have derived had the
+// conversations happened with memstack in place: each conversation's
+// transcript, its running summary, the user's facts, and the recall
+// index of the user's conversations. It prints "imported N conversations,
+// M exchanges, K messages (S skipped)" and exits 0. See package replay
+// for the formats and how messages are saved; an export gives, for each
+// conversation, the messages of its namespace holding the most.
+//
+// Importing the same FILE again stores nothing new (the saves carry
+// deterministic keys; in Redis only within two minutes of the first
+// import, as long as Redis remembers a key). An application with another
+// layout — other namespaces per layer, an LLM summarizer or extractor,
+// other options — calls replay.Import with its own stack instead: what a
+// layer derives depends on its configuration.
+//
+// import writes, as forget does, and like forget never creates or
+// migrates a store: a SQLite file must exist and hold memstack's tables
+// at this build's schema version, PostgreSQL tables are opened without
+// DDL. A failure stops the import: the conversations before the failing
+// one stay stored, and running the command again (after fixing the
+// cause) stores the rest without storing anything twice.
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -65,6 +101,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
 	"github.com/memstack/memstack/store/redisstore"
@@ -84,9 +121,11 @@ const usage = `usage:
   memstack list   -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users)
   memstack export -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) [-o FILE]
   memstack forget -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user | -all-users) -yes
+  memstack import -store DSN (-tenant T | -empty-tenant) (-user U | -empty-user) [-namespace NS] FILE
 
 -tenant and -user take a non-empty name; -empty-tenant and -empty-user name the empty one.
 DSN: sqlite:///path.db (or a .db/.sqlite/.sqlite3 path), redis://host:port/db, postgres://...
+FILE: JSON Lines of {conversation, role, content, time}, or an export; "-" reads standard input.
 The command never creates or migrates a store; list and export write nothing.`
 
 // run is the command: it returns the exit status.
@@ -106,9 +145,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type options struct {
 	dsn, prefix, tenant, user, out   string
+	namespace                        string // import
 	emptyTenant, emptyUser, allUsers bool
 	yes, allowEviction               bool
 	readOnly                         bool // list and export
+	forImport                        bool // import: open o.namespace
 }
 
 func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -116,7 +157,7 @@ func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w: no command", errUsage)
 	}
 	cmd := args[0]
-	if cmd != "list" && cmd != "export" && cmd != "forget" {
+	if cmd != "list" && cmd != "export" && cmd != "forget" && cmd != "import" {
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
 	var o options
@@ -131,11 +172,20 @@ func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&o.allUsers, "all-users", false, "every user of the tenant")
 	fs.StringVar(&o.out, "o", "", "export: a new file to write (refused if it exists; default: standard output)")
 	fs.BoolVar(&o.yes, "yes", false, "forget: confirm")
+	fs.StringVar(&o.namespace, "namespace", "", "import: the namespace to import into (default: the backend's)")
 	fs.BoolVar(&o.allowEviction, "allow-eviction", false, "Redis: accept a server whose maxmemory-policy may evict keys (redisstore.WithEvictionAllowed)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, cmd, err)
 	}
-	if fs.NArg() > 0 {
+	var file string
+	switch {
+	case cmd == "import" && fs.NArg() == 0:
+		return fmt.Errorf("%w: import: name the FILE to import (- for standard input)", errUsage)
+	case cmd == "import" && fs.NArg() > 1:
+		return fmt.Errorf("%w: import: unexpected argument %q after FILE", errUsage, fs.Arg(1))
+	case cmd == "import":
+		file = fs.Arg(0)
+	case fs.NArg() > 0:
 		return fmt.Errorf("%w: %s: unexpected argument %q", errUsage, cmd, fs.Arg(0))
 	}
 	if o.dsn == "" {
@@ -159,6 +209,15 @@ func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if n := btoi(set["user"]) + btoi(o.emptyUser) + btoi(o.allUsers); n != 1 {
 		return fmt.Errorf("%w: %s: give exactly one of -user, -empty-user and -all-users", errUsage, cmd)
 	}
+	if cmd == "import" && o.allUsers {
+		return fmt.Errorf("%w: import: -all-users does not apply: import one user's conversations (-user or -empty-user)", errUsage)
+	}
+	if cmd != "import" && set["namespace"] {
+		return fmt.Errorf("%w: %s: -namespace is for import", errUsage, cmd)
+	}
+	if cmd == "import" && set["namespace"] && o.namespace == "" {
+		return fmt.Errorf("%w: import: -namespace is empty", errUsage)
+	}
 	if cmd != "export" && o.out != "" {
 		return fmt.Errorf("%w: %s: -o is for export", errUsage, cmd)
 	}
@@ -169,7 +228,21 @@ func runErr(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.allUsers {
 		scope = store.TenantScope(o.tenant)
 	}
-	o.readOnly = cmd != "forget"
+	o.readOnly = cmd != "forget" && cmd != "import"
+	o.forImport = cmd == "import"
+	if cmd == "import" {
+		// Read the file before opening the store: bad input changes nothing.
+		convs, err := readConversations(file)
+		if err != nil {
+			return err
+		}
+		s, where, closeStore, err := openStore(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		return runImport(ctx, s, where, memstack.Identity{Tenant: o.tenant, User: o.user}, convs, stdout)
+	}
 	s, where, closeStore, err := openStore(ctx, o)
 	if err != nil {
 		return err
@@ -248,6 +321,9 @@ func openStore(ctx context.Context, o options) (s store.Store, where string, clo
 		if o.allowEviction {
 			opts = append(opts, redisstore.WithEvictionAllowed())
 		}
+		if o.namespace != "" {
+			opts = append(opts, redisstore.WithNamespace(o.namespace))
+		}
 		s, err := redisstore.Open(ctx, dsn, opts...)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("opening %s: %w", redact(dsn), err)
@@ -260,6 +336,9 @@ func openStore(ctx context.Context, o options) (s store.Store, where string, clo
 			prefix = pgstore.DefaultTablePrefix
 		}
 		opts := []pgstore.Option{pgstore.WithoutDDL(), pgstore.WithTablePrefix(prefix)}
+		if o.namespace != "" {
+			opts = append(opts, pgstore.WithNamespace(o.namespace))
+		}
 		where := fmt.Sprintf("%s (table prefix %q)", redact(dsn), prefix)
 		if o.readOnly {
 			// The server refuses every write of these sessions.
@@ -282,7 +361,11 @@ func openStore(ctx context.Context, o options) (s store.Store, where string, clo
 	if prefix != "" {
 		return nil, "", nil, fmt.Errorf("%w: -prefix does not apply to SQLite", errUsage)
 	}
-	s, closeStore, err = openSQLite(ctx, path, o.readOnly)
+	ns := ""
+	if o.forImport {
+		ns = cmp.Or(o.namespace, sqlitestore.DefaultNamespace)
+	}
+	s, closeStore, err = openSQLite(ctx, path, o.readOnly, ns)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -292,10 +375,11 @@ func openStore(ctx context.Context, o options) (s store.Store, where string, clo
 // openSQLite opens the memstack file at path: read-only when readOnly
 // (sqlitestore.WithReadOnly, which writes nothing and refuses a file
 // without memstack's tables at this build's schema version); else, for
-// forget, after the same check, read-write without creating the file
-// (mode=rw), under a namespace the file already has, so that opening
-// writes nothing either.
-func openSQLite(ctx context.Context, path string, readOnly bool) (store.Store, func(), error) {
+// forget and import, after the same check, read-write without creating
+// the file (mode=rw), under namespace ns (import) or, with ns "", a
+// namespace the file already has, so that opening for forget writes
+// nothing either.
+func openSQLite(ctx context.Context, path string, readOnly bool, ns string) (store.Store, func(), error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil, fmt.Errorf("the SQLite file %s: %w", path, err)
 	}
@@ -325,10 +409,11 @@ func openSQLite(ctx context.Context, path string, readOnly bool) (store.Store, f
 	}
 	// Open under a namespace the file has: registering a new one would be
 	// a write that forget was not asked for.
-	var ns string
-	err = db.QueryRowContext(ctx, `SELECT ns FROM memstack_namespaces WHERE ns <> '' ORDER BY ns LIMIT 1`).Scan(&ns)
-	if errors.Is(err, sql.ErrNoRows) {
-		ns, err = sqlitestore.DefaultNamespace, nil
+	if ns == "" {
+		err = db.QueryRowContext(ctx, `SELECT ns FROM memstack_namespaces WHERE ns <> '' ORDER BY ns LIMIT 1`).Scan(&ns)
+		if errors.Is(err, sql.ErrNoRows) {
+			ns, err = sqlitestore.DefaultNamespace, nil
+		}
 	}
 	if err != nil {
 		_ = db.Close()
