@@ -83,4 +83,3 @@ func (m *Recall) checkScopeID(id identity) error {
 	}
 	return nil
 }
-

@@ -570,4 +570,3 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 // partners a selection may show. A WithNeighbours above it shows at most
 // this many around a hit of a scoped load.
 const recallViewReach = 2
-
