@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memstack/memstack/memories/internal/bounded"
 	"slices"
 	"sort"
 	"strings"
@@ -173,7 +174,7 @@ func (m *Facts) callExtractor(ctx context.Context, msgs []llms.ChatMessage) ([]e
 		ctx, cancel = context.WithTimeout(ctx, m.timeout)
 		defer cancel()
 	}
-	return callBounded(ctx, fmt.Sprintf("the extractor %T", m.ext), func(ctx context.Context) ([]extract.Candidate, error) {
+	return bounded.Call(ctx, fmt.Sprintf("the extractor %T", m.ext), func(ctx context.Context) ([]extract.Candidate, error) {
 		return m.ext.Extract(ctx, msgs)
 	})
 }

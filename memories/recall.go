@@ -1,14 +1,14 @@
 package memories
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/memstack/memstack/memories/internal/worker"
+	"github.com/memstack/memstack/memories/internal/recallindex"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -308,11 +308,8 @@ type RecallEvent struct {
 // Recall is safe for concurrent use.
 type Recall struct {
 	base
-	idx     retrieval.Index
-	durable retrieval.Durable // idx, if it is durable
-	// inProcess: idx is a retrieval.BM25, called without a goroutine of
-	// its own (see indexCall).
-	inProcess  bool
+	idx        retrieval.Index
+	eng        *recallindex.Engine // the mechanism: the index kept in step with the store
 	k          int
 	budgetK    int
 	threshold  float64
@@ -328,58 +325,11 @@ type Recall struct {
 	share         float64
 	dates         bool
 	queryDates    bool
+	// scope is whose conversations a load searches.
+	scope RecallScope
 
 	counterOnce sync.Once
 	counter     tokens.Counter
-
-	// entries holds the conversations' index state (see acquire).
-	entries *worker.Registry[identity, recallEntry]
-	// scope is whose conversations a load searches; scopes holds, for a
-	// scoped Recall, each scope's index state by namespace (see ns).
-	scope    RecallScope
-	scopes   *worker.Registry[string, recallScopeEntry]
-	journalN atomic.Int64 // journal entries written, to trim now and then
-}
-
-// recallEntry is what a Recall knows about one identity's index.
-type recallEntry struct {
-	id identity
-
-	mu    sync.Mutex // held while indexing or loading the identity
-	ready bool       // the identity's exchanges were indexed in this process
-	seen  int64      // the Seq of the newest message indexed
-	// deletes are closed when the index deletes of the identity that
-	// were abandoned (see deleteIndex) return; while one is open nothing
-	// is indexed for the identity. Guarded by mu.
-	deletes []chan struct{}
-
-	// The identity's exchanges as stored, kept up to date incrementally
-	// (see refreshExchanges) so that a load costs O(new messages + what
-	// it shows), not O(history). stat is the store's Stat they reflect.
-	exs     []recallExchange
-	exsStat store.Stat
-	exsOK   bool
-}
-
-// recallState is what a Recall with a durable index keeps in the store's
-// state per identity.
-type recallState struct {
-	// Through is the Seq of the newest message whose exchange is in the
-	// durable index.
-	Through int64 `json:"through"`
-	// Spaces are the durable index's vector spaces.
-	Spaces []retrieval.Space `json:"spaces,omitempty"`
-	// Scope is the scope whose namespace the docs were indexed under:
-	// "" for the conversation's (see stateScope).
-	Scope string `json:"scope,omitempty"`
-}
-
-// recallExchange is one exchange: its first message's Seq, its last
-// message's Seq, its messages and the time its first message was saved.
-type recallExchange struct {
-	seq, through int64
-	msgs         []llms.ChatMessage
-	at           time.Time
 }
 
 var (
@@ -643,8 +593,6 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		return nil, m.err
 	}
 	m.base.checkID = m.checkScopeID
-	m.entries = worker.NewRegistry(m.cfg.cacheSize, m.newEntry, m.evict)
-	m.scopes = worker.NewRegistry(m.cfg.cacheSize, nil, m.evictScope)
 	s := m.cfg.recall
 	if len(s.indexBy) > 1 {
 		return nil, fmt.Errorf("%w: NewRecall: the index is chosen %d times (%s); choose one", ErrInvalidOption, len(s.indexBy), strings.Join(s.indexBy, ", "))
@@ -672,8 +620,7 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		}
 		m.idx = lex
 	}
-	m.durable, _ = m.idx.(retrieval.Durable)
-	_, m.inProcess = m.idx.(*retrieval.BM25)
+	_, durable := m.idx.(retrieval.Durable)
 	r := m.idx.Range()
 	m.threshold = r.Min
 	if s.thresholdSet {
@@ -698,14 +645,28 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	switch {
 	case s.scopeSet && s.scope != RecallScopeConversation && !lists:
 		return nil, fmt.Errorf("%w: WithRecallScope(%s): the store %T cannot list conversations (it does not implement store.Users); use a store of memstack, or RecallScopeConversation", ErrInvalidOption, s.scope, m.cfg.store)
-	case s.scopeSet && s.scope != RecallScopeConversation && m.durable != nil:
+	case s.scopeSet && s.scope != RecallScopeConversation && durable:
 		return nil, fmt.Errorf("%w: WithRecallScope(%s): the index %s keeps entries outside the process (retrieval.Durable), and a Clear of one conversation after a store-level Forget could not find that conversation's entries among the scope's: "+
 			"a scope wider than the conversation needs an in-process index (the default BM25, or WithIndex of one) for now", ErrInvalidOption, s.scope, recallIndexName(m.idx))
 	case s.scopeSet:
 		m.scope = s.scope
-	case !lists || m.durable != nil:
+	case !lists || durable:
 		m.scope = RecallScopeConversation
 	}
+	m.eng = recallindex.New(recallindex.Config{
+		Store:     m.cfg.store,
+		Index:     m.idx,
+		Turns:     m.unit == RecallTurns,
+		Scope:     m.scope.engineScope(),
+		Timeout:   m.timeout,
+		CacheSize: m.cfg.cacheSize,
+		StateName: RecallStateName,
+		Report:    m.report,
+		Append: func(ctx context.Context, id identity, msgs ...llms.ChatMessage) error {
+			_, err := m.appendQuiet(ctx, id, msgs...)
+			return err
+		},
+	})
 	return m, nil
 }
 
@@ -720,15 +681,62 @@ func (m *Recall) lexical() (*retrieval.BM25, error) {
 	return x, nil
 }
 
-func recallIndexName(idx retrieval.Index) string {
-	if s, ok := idx.(fmt.Stringer); ok {
-		return s.String()
-	}
-	return fmt.Sprintf("%T", idx)
-}
+func recallIndexName(idx retrieval.Index) string { return recallindex.IndexName(idx) }
 
 // String describes the memory's configuration.
 func (m *Recall) String() string {
 	return m.describe("Recall", fmt.Sprintf("index=%s, scope=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, neighbour_share=%g, context_weight=%g, exclude_recent=%d, dates=%t, query_dates=%t",
 		recallIndexName(m.idx), m.scope, m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
+}
+
+// engineScope is s as the engine names it.
+func (s RecallScope) engineScope() recallindex.Scope {
+	switch s {
+	case RecallScopeConversation:
+		return recallindex.ScopeConversation
+	case RecallScopeTenant:
+		return recallindex.ScopeTenant
+	}
+	return recallindex.ScopeUser
+}
+
+// SaveContext stores the turn (validated first; stored whole or not at all)
+// and indexes it. A transient indexing failure is reported to the hook and
+// retried later, and the save succeeds; a permanent one (a vector space
+// mismatch) is returned, wrapped, after the turn is stored.
+func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
+	id, msgs, err := m.turn(ctx, inputs, outputs)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msgs...); err != nil {
+		return err
+	}
+	return m.eng.Saved(ctx, id, "turn")
+}
+
+// AddMessage stores one message of any role and indexes the unit it
+// belongs to, as SaveContext does. System messages are stored but never
+// indexed or shown.
+func (m *Recall) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
+	id, msg, err := m.message(ctx, msg)
+	if err != nil {
+		return err
+	}
+	if err := m.append(ctx, id, msg); err != nil {
+		return err
+	}
+	return m.eng.Saved(ctx, id, "message")
+}
+
+// Clear removes the messages and the index entries of the identity in ctx,
+// and only that one. When removing the index entries fails (or is
+// abandoned, see Recall, "Failures") after the messages were removed, the
+// error says the messages are cleared.
+func (m *Recall) Clear(ctx context.Context) error {
+	id, err := m.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.eng.Clear(ctx, id)
 }

@@ -3,16 +3,14 @@ package memories
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/memstack/memstack/adapter"
 	"github.com/memstack/memstack/layer"
+	"github.com/memstack/memstack/memories/internal/recallindex"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store/storekit"
@@ -51,17 +49,17 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (layer.It
 	}
 	items := make([]layer.Item, len(sel.order))
 	for n, i := range sel.order {
-		text, err := adapter.Render(sel.exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix)
+		text, err := adapter.Render(sel.exs[i].Msgs(), m.cfg.humanPrefix, m.cfg.aiPrefix)
 		if err != nil {
 			return layer.Items{}, err
 		}
 		items[n] = layer.Item{
 			Text:     text,
 			Kind:     m.unit.String(),
-			ID:       strconv.FormatInt(sel.exs[i].seq, 10),
+			ID:       strconv.FormatInt(sel.exs[i].Seq(), 10),
 			Score:    sel.scores[i],
 			Priority: sel.priority[i],
-			Time:     sel.exs[i].at,
+			Time:     sel.exs[i].At(),
 		}
 	}
 	if rec := observe.FromContext(ctx); rec.Enabled() {
@@ -89,12 +87,12 @@ func (m *Recall) LoadItems(ctx context.Context, inputs map[string]any) (layer.It
 // recallSelection is what a load shows: exs[i] for i in order (ascending),
 // the hits' scores, and the candidates left out.
 type recallSelection struct {
-	exs      []recallExchange
+	exs      []recallindex.Unit
 	order    []int
 	scores   map[int]float64
 	priority map[int]float64 // of every shown exchange (budgeted loads)
 	dropped  []observe.Item
-	view     scopedView // a scoped load's conversations (src nil otherwise)
+	view     recallindex.View // a scoped load's conversations (src nil otherwise)
 }
 
 // selectExchanges runs a load's search and selection (see
@@ -113,44 +111,6 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	if strings.TrimSpace(query) == "" {
 		return recallSelection{}, nil
 	}
-	e := m.acquire(id)
-	defer m.release(e)
-	// The entry stays locked while its exchanges are read and synced (a
-	// concurrent save would extend them); a scoped load unlocks it before
-	// it reads other conversations' entries, a conversation's load at
-	// the end.
-	e.mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			e.mu.Unlock()
-		}
-	}()
-	recs, err := m.refreshExchanges(ctx, id, e)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
-		}
-		if errors.As(err, new(recallResetError)) {
-			return recallSelection{}, nil // a transient index failure, reported
-		}
-		return recallSelection{}, err
-	}
-	if err := m.syncLocked(ctx, id, e, recs); err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
-		}
-		if retrieval.Permanent(err) {
-			return recallSelection{}, fmt.Errorf("memstack: recall index: %w", err)
-		}
-		// Transient: reported; search what is indexed.
-	}
-	exs := e.exs
-	firstExcluded := m.firstExcluded(exs)
-	nExcluded := len(exs) - firstExcluded
-	if len(exs) == nExcluded && !m.scoped() {
-		return recallSelection{}, nil
-	}
 	k, neighbours := m.k, m.neighbours
 	partners := !budgeted && m.unit == RecallTurns && !m.neighboursSet
 	if partners {
@@ -162,76 +122,29 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			neighbours = max(m.neighbours, 1)
 		}
 	}
+	q := recallindex.Query{Text: query, Exclude: m.exclude}
 	var date queryDate
 	dated := false
 	if m.queryDates {
 		var rest string
 		if date, rest, dated = parseQueryDate(query); dated {
-			query = rest
+			q.Text = rest
+			q.Dated = date.matches
 		}
 	}
-	var hits []retrieval.Hit
-	var view scopedView
-	if m.scoped() {
-		e.mu.Unlock()
-		locked = false
-		var dp *queryDate
-		if dated {
-			dp = &date
-		}
-		q := query
-		if strings.TrimSpace(q) == "" {
-			q = ""
-		}
-		view, err = m.scopedHits(ctx, id, exs, firstExcluded, q, 2*k+nExcluded, dp)
-		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
-			}
-			return recallSelection{}, fmt.Errorf("memstack: recall search: %w", err)
-		}
-		exs, hits = view.exs, view.hits
-	} else if strings.TrimSpace(query) != "" {
-		// Hits for units no longer stored (a durable index keeps what
-		// another writer cleared) take no place: ask again for more while
-		// they crowd out the k wanted (up to maxRecallSearch hits).
-		want := min(len(exs), 2*k+nExcluded)
-		for ask := want; ; ask *= 4 {
-			hits, err = m.search(ctx, id, query, ask)
-			if err != nil || len(hits) < ask || ask >= maxRecallSearch || m.stored(exs, hits) >= want {
-				break
-			}
-		}
-	}
+	q.Want = 2*k + m.exclude // enough past the recent units
+	view, err := m.eng.Load(ctx, id, q)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return recallSelection{}, fmt.Errorf("memstack: %w", cerr)
-		}
-		if retrieval.Permanent(err) {
-			return recallSelection{}, fmt.Errorf("memstack: recall search: %w", err)
-		}
-		// Transient (reported): use whatever hits came back (a degraded
-		// hybrid's), or none.
+		return recallSelection{}, err
 	}
-	if dated && !m.scoped() {
-		hits = m.dateBoost(exs, hits, date)
+	exs, hits := view.Units, view.Hits
+	if len(exs) == 0 {
+		return recallSelection{}, nil
 	}
-	excluded := func(i int) bool {
-		if view.src != nil {
-			return view.excl[i]
-		}
-		return i >= firstExcluded
+	if dated {
+		hits = m.dateBoost(hits, view.Dated, date)
 	}
-	// same reports whether units i and j are of one conversation: a
-	// scoped load never shows a unit as another conversation's neighbour.
-	same := func(i, j int) bool { return view.src == nil || view.src[i] == view.src[j] }
-	// at returns the unit a hit stands for.
-	at := func(h retrieval.Hit) (int, bool) {
-		if view.src != nil {
-			return int(h.Seq), true // scopedHits mapped it already
-		}
-		return unitAt(exs, h.Seq)
-	}
+	excluded, same := view.Recent, view.SameRun
 	scores := make(map[int]float64)
 	var dropped []observe.Item
 	var droppedAt []int // dropped[n] is exs[droppedAt[n]]
@@ -239,14 +152,11 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	// one (the same words said again) is left out, ReasonDuplicate.
 	texts := make(map[string]struct{})
 	for _, h := range hits {
-		i, ok := at(h)
-		if !ok {
-			continue // not in the store any more (cleared, trimmed)
-		}
+		i := int(h.Seq) // the engine's views index their units
 		if _, dup := scores[i]; dup {
 			continue
 		}
-		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: h.Score, Time: exs[i].at, Conversation: view.conversation(m, i)}
+		item := observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].Seq(), 10), Score: h.Score, Time: exs[i].At(), Conversation: m.conversationHash(view, i)}
 		switch {
 		case excluded(i):
 			item.Reason = observe.ReasonShownElsewhere
@@ -256,7 +166,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			item.Reason = observe.ReasonRank
 		default:
 			// Only a candidate that would be kept is compared by text.
-			key := exs[i].key()
+			key := exs[i].Key()
 			if _, dup := texts[key]; !dup {
 				scores[i] = h.Score
 				texts[key] = struct{}{}
@@ -312,9 +222,10 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 }
 
 // dateBoost adds RecallDayBoost (or RecallMonthBoost) times the best
-// hit's score (1 when there is no hit) to every exchange of exs saved on
-// date, hit or not, and returns the hits re-ranked.
-func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date queryDate) []retrieval.Hit {
+// hit's score (the index's best score when there is no hit) to every unit
+// dated (indexes of units saved on date), hit or not, and returns the
+// hits re-ranked.
+func (m *Recall) dateBoost(hits []retrieval.Hit, dated []int, date queryDate) []retrieval.Hit {
 	top := m.idx.Range().Max
 	if len(hits) > 0 && hits[0].Score > 0 {
 		top = hits[0].Score
@@ -330,47 +241,32 @@ func (m *Recall) dateBoost(exs []recallExchange, hits []retrieval.Hit, date quer
 		}
 	}
 	out := slices.Clone(hits)
-	for _, x := range exs {
-		if !date.matches(x.at) {
-			continue
-		}
-		if n, ok := at[x.seq]; ok {
+	for _, i := range dated {
+		if n, ok := at[int64(i)]; ok {
 			out[n].Score += boost
 		} else {
-			out = append(out, retrieval.Hit{Seq: x.seq, Score: boost})
+			out = append(out, retrieval.Hit{Seq: int64(i), Score: boost})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b retrieval.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	return out
 }
 
-// maxRecallSearch bounds how many hits a load asks the index for when
-// hits for units no longer stored crowd out the ones wanted.
-const maxRecallSearch = 2048
-
-// unitAt returns the index of the unit of exs (in Seq order) whose first
-// message has Seq seq.
-func unitAt(exs []recallExchange, seq int64) (int, bool) {
-	return slices.BinarySearchFunc(exs, seq, func(x recallExchange, seq int64) int { return cmp.Compare(x.seq, seq) })
-}
-
-// stored counts the hits whose unit is in exs.
-func (m *Recall) stored(exs []recallExchange, hits []retrieval.Hit) int {
-	n := 0
-	for _, h := range hits {
-		if _, ok := unitAt(exs, h.Seq); ok {
-			n++
-		}
+// conversationHash names, in reports, the conversation of unit i of a
+// view that spans conversations: its hash; "" otherwise.
+func (m *Recall) conversationHash(v recallindex.View, i int) string {
+	if id, many := v.Conversation(i); many {
+		return m.HashIdentity(id)
 	}
-	return n
+	return ""
 }
 
 // partner returns the turn shown with turn i when an unbudgeted load
 // finds it: for a human turn the AI turn answering it, for an AI turn the
 // turn it answers (a human turn, or the tool call whose results it
 // reads); -1 when there is none.
-func (m *Recall) partner(exs []recallExchange, i int) int {
-	isHuman := func(j int) bool { return exs[j].msgs[0].GetType() == llms.ChatMessageTypeHuman }
+func (m *Recall) partner(exs []recallindex.Unit, i int) int {
+	isHuman := func(j int) bool { return exs[j].Msgs()[0].GetType() == llms.ChatMessageTypeHuman }
 	switch {
 	case isHuman(i) && i+1 < len(exs) && !isHuman(i+1):
 		return i + 1
@@ -398,41 +294,15 @@ func abs(x int) int {
 	return x
 }
 
-// search runs the query with the timeout and reports it.
-func (m *Recall) search(ctx context.Context, id identity, query string, k int) ([]retrieval.Hit, error) {
-	ictx, cancel := m.indexCtx(ctx)
-	defer cancel()
-	start := time.Now()
-	// An answer that comes after the deadline but within the grace is
-	// used: a search commits nothing, and a hybrid whose vector part
-	// hangs answers then with its lexical part's hits.
-	hits, _, err := indexCall(m, ictx, "search", func(ctx context.Context) ([]retrieval.Hit, error) {
-		return m.idx.Search(ctx, m.ns(id), query, k)
-	}, nil)
-	m.report(id, RecallOpSearch, len(hits), time.Since(start), err)
-	return hits, err
-}
-
-// excluded reports, per exchange, whether it has a message among the last
-// m.exclude non-system messages.
-func (m *Recall) firstExcluded(exs []recallExchange) int {
-	first, seen := len(exs), 0
-	for first > 0 && seen < m.exclude {
-		first--
-		seen += len(exs[first].msgs)
-	}
-	return first
-}
-
 // variablesOf renders the exchanges exs[i] for i in order (ascending); v
 // tells, for a scoped load, which conversation each is of.
-func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (map[string]any, error) {
+func (m *Recall) variablesOf(exs []recallindex.Unit, order []int, v recallindex.View) (map[string]any, error) {
 	if m.cfg.returnMessages {
 		// Copies: a caller may change what it gets (a tool call's
 		// arguments) without changing the next load.
 		msgs := []llms.ChatMessage{}
 		for _, i := range order {
-			for _, msg := range exs[i].msgs {
+			for _, msg := range exs[i].Msgs() {
 				msgs = append(msgs, storekit.CloneMessage(msg))
 			}
 		}
@@ -442,7 +312,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (m
 	day := "" // the date shown last
 	for start := 0; start < len(order); {
 		end := start + 1
-		for end < len(order) && order[end] == order[end-1]+1 && v.sameConv(order[end], order[end-1]) {
+		for end < len(order) && order[end] == order[end-1]+1 && v.SameRun(order[end], order[end-1]) {
 			end++
 		}
 		if b.Len() > 0 {
@@ -457,7 +327,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (m
 			for q < end && m.dateOf(exs[order[q]]) == d {
 				q++
 			}
-			if v.elsewhere(order[p]) {
+			if v.Elsewhere(order[p]) {
 				// A run of another conversation says so, with its date.
 				d = strings.TrimPrefix(d+", "+RecallOtherConversation, ", ")
 			}
@@ -472,7 +342,7 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (m
 			}
 			var part []llms.ChatMessage
 			for _, i := range order[p:q] {
-				part = append(part, exs[i].msgs...)
+				part = append(part, exs[i].Msgs()...)
 			}
 			s, err := adapter.Render(part, m.cfg.humanPrefix, m.cfg.aiPrefix)
 			if err != nil {
@@ -488,9 +358,9 @@ func (m *Recall) variablesOf(exs []recallExchange, order []int, v scopedView) (m
 
 // dateOf returns the date a run shows for x ("" for none: dates are off,
 // or x was stored without a time).
-func (m *Recall) dateOf(x recallExchange) string {
-	if !m.dates || x.at.IsZero() {
+func (m *Recall) dateOf(x recallindex.Unit) string {
+	if !m.dates || x.At().IsZero() {
 		return ""
 	}
-	return x.at.Format(RecallDateLayout)
+	return x.At().Format(RecallDateLayout)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/memories/internal/recallindex"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
 )
@@ -16,7 +17,7 @@ func (m *Recall) report(id identity, op string, n int, took time.Duration, err e
 }
 
 // record notes a load's injected and dropped exchanges in rec.
-func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int, scores map[int]float64, dropped []observe.Item, v scopedView) {
+func (m *Recall) record(rec *observe.Recorder, exs []recallindex.Unit, order []int, scores map[int]float64, dropped []observe.Item, v recallindex.View) {
 	m.counterOnce.Do(func() {
 		m.counter = m.cfg.counter
 		if m.counter == nil {
@@ -28,9 +29,9 @@ func (m *Recall) record(rec *observe.Recorder, exs []recallExchange, order []int
 	items := make([]observe.Item, len(order))
 	total := 0
 	for n, i := range order {
-		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].seq, 10), Score: scores[i], Time: exs[i].at, Conversation: v.conversation(m, i)}
+		items[n] = observe.Item{Kind: m.unit.String(), ID: strconv.FormatInt(exs[i].Seq(), 10), Score: scores[i], Time: exs[i].At(), Conversation: m.conversationHash(v, i)}
 		if m.counter != nil {
-			if s, err := adapter.Render(exs[i].msgs, m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
+			if s, err := adapter.Render(exs[i].Msgs(), m.cfg.humanPrefix, m.cfg.aiPrefix); err == nil {
 				// Reports only: a bad count (tokens.Count) is reported
 				// as 0, unknown, and never changes what the load shows.
 				items[n].Tokens, _ = tokens.Count(m.counter, s)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memstack/memstack/memories/internal/bounded"
 	"math"
 	"strings"
 	"time"
@@ -15,10 +16,10 @@ import (
 	"github.com/tmc/langchaingo/llms"
 )
 
-// summarize calls the summarizer through callBounded: a panic is an
+// summarize calls the summarizer through bounded.Call: a panic is an
 // error, and a call that outlives its context is abandoned.
 func (m *Summary) summarize(ctx context.Context, prev string, batch []llms.ChatMessage) (string, error) {
-	return callBounded(ctx, fmt.Sprintf("the summarizer %T", m.sum), func(ctx context.Context) (string, error) {
+	return bounded.Call(ctx, fmt.Sprintf("the summarizer %T", m.sum), func(ctx context.Context) (string, error) {
 		return m.sum.Summarize(ctx, prev, batch)
 	})
 }

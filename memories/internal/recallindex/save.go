@@ -1,81 +1,57 @@
-package memories
+package recallindex
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memstack/memstack/memories/internal/bounded"
 	"slices"
 	"time"
 
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
-	"github.com/tmc/langchaingo/llms"
 )
 
-// SaveContext stores the turn (validated first; stored whole or not at all)
-// and indexes it. A transient indexing failure is reported to the hook and
-// retried later, and the save succeeds; a permanent one (a vector space
-// mismatch) is returned, wrapped, after the turn is stored.
-func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any) error {
-	id, msgs, err := m.turn(ctx, inputs, outputs)
-	if err != nil {
-		return err
-	}
-	if err := m.append(ctx, id, msgs...); err != nil {
-		return err
-	}
-	return m.indexStored(ctx, id, "turn")
-}
-
-// AddMessage stores one message of any role and indexes the unit it
-// belongs to, as SaveContext does. System messages are stored but never
-// indexed or shown.
-func (m *Recall) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
-	id, msg, err := m.message(ctx, msg)
-	if err != nil {
-		return err
-	}
-	if err := m.append(ctx, id, msg); err != nil {
-		return err
-	}
-	return m.indexStored(ctx, id, "message")
-}
-
-func (m *Recall) indexStored(ctx context.Context, id identity, what string) error {
-	e := m.acquire(id)
-	defer m.release(e)
-	if err := m.sync(ctx, id, e, nil); err != nil && retrieval.Permanent(err) {
+// Saved indexes what the store holds for id after a save (what: "turn"
+// or "message", for the error) and, for a scope wider than the
+// conversation, records the save in the scope's journal. A transient
+// indexing failure is reported and retried later (nil is returned); a
+// permanent one is returned, wrapped.
+func (x *Engine) Saved(ctx context.Context, id identity, what string) error {
+	e := x.acquire(id)
+	defer x.release(e)
+	if err := x.sync(ctx, id, e, nil); err != nil && retrieval.Permanent(err) {
 		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
 	}
-	if m.scoped() {
-		return m.journal(ctx, id)
+	if x.scoped() {
+		return x.journal(ctx, id)
 	}
 	return nil
 }
 
-func (m *Recall) indexCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if m.timeout > 0 {
-		return context.WithTimeout(ctx, m.timeout)
+func (x *Engine) indexCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if x.cfg.Timeout > 0 {
+		return context.WithTimeout(ctx, x.cfg.Timeout)
 	}
 	return ctx, func() {}
 }
 
 // sync indexes what the store holds for id that e has not indexed yet.
 // recs, if not nil, is everything the store holds for id.
-func (m *Recall) sync(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
+func (x *Engine) sync(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return m.syncLocked(ctx, id, e, recs)
+	return x.syncLocked(ctx, id, e, recs)
 }
 
 // syncLocked is sync with e.mu held.
-func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
+func (x *Engine) syncLocked(ctx context.Context, id identity, e *recallEntry, recs []store.Record) error {
 	if recs == nil {
 		var err error
-		if recs, err = m.unindexed(ctx, id, e); err != nil {
-			m.report(id, RecallOpIndex, 0, 0, err)
+		if recs, err = x.unindexed(ctx, id, e); err != nil {
+			x.report(id, OpIndex, 0, 0, err)
 			return err
 		}
 	}
@@ -86,10 +62,10 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
 	var at map[int64]time.Time // the docs' times, for a scoped Recall
-	if m.scoped() {
+	if x.scoped() {
 		at = make(map[int64]time.Time)
 	}
-	for _, x := range m.recallExchanges(recs) {
+	for _, x := range x.units(recs) {
 		if !e.ready || x.through > e.seen {
 			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
 			if at != nil {
@@ -99,13 +75,13 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	}
 	if len(docs) > 0 {
 		if at != nil {
-			m.assign(id, docs, at) // the scope's doc IDs
+			x.assign(id, docs, at) // the scope's doc IDs
 		}
-		ictx, cancel := m.indexCtx(ctx)
+		ictx, cancel := x.indexCtx(ctx)
 		start := time.Now()
-		err := m.add(ictx, id, e, docs)
+		err := x.add(ictx, id, e, docs)
 		cancel()
-		m.report(id, RecallOpIndex, len(docs), time.Since(start), err)
+		x.report(id, OpIndex, len(docs), time.Since(start), err)
 		if err != nil {
 			return err
 		}
@@ -117,8 +93,8 @@ func (m *Recall) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 // unindexed returns the stored messages of id that e may not have indexed
 // yet, starting at a human message (so the first exchange is whole): all
 // of them on first use, else the newest ones, read in growing batches.
-func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
-	s := m.cfg.store
+func (x *Engine) unindexed(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+	s := x.cfg.Store
 	if !e.ready {
 		recs, err := s.All(ctx, id)
 		if err != nil {
@@ -143,10 +119,10 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 		if len(recs) < n || n >= st.Count {
 			return recs, nil
 		}
-		if first := recs[0]; first.Seq <= e.seen && m.opens(first.Message) {
+		if first := recs[0]; first.Seq <= e.seen && x.opens(first.Message) {
 			old := 0
 			for _, r := range recs {
-				if r.Seq <= e.seen && m.opens(r.Message) {
+				if r.Seq <= e.seen && x.opens(r.Message) {
 					old++
 				}
 			}
@@ -159,22 +135,22 @@ func (m *Recall) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 
 // add adds docs to the index; for a durable index it checks and advances
 // the identity's recorded state. e.mu is held.
-func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) error {
-	if m.durable == nil {
-		return m.addDocs(ctx, id, e, docs, 0)
+func (x *Engine) add(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) error {
+	if x.durable == nil {
+		return x.addDocs(ctx, id, e, docs, 0)
 	}
-	st, version, err := m.readRecallState(ctx, id)
+	st, version, err := x.readRecallState(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := m.durable.CheckSpaces(st.Spaces); err != nil {
+	if err := x.durable.CheckSpaces(st.Spaces); err != nil {
 		return err
 	}
 	since := st.Through
-	if st.Scope != m.stateScope() {
+	if st.Scope != x.stateScope() {
 		since = 0 // indexed under another scope's namespace: index anew
 	}
-	if err := m.addDocs(ctx, id, e, docs, since); err != nil {
+	if err := x.addDocs(ctx, id, e, docs, since); err != nil {
 		return err
 	}
 	// Cleared means gone: if another replica cleared (or a Forget removed)
@@ -183,7 +159,7 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 	// after this check deletes them itself. Docs of messages still stored
 	// stay; so do the stale docs of a store that cannot remove single
 	// ones (Recall never shows them: it shows only stored messages).
-	docs, err = m.dropGone(ctx, id, docs)
+	docs, err = x.dropGone(ctx, id, docs)
 	if err != nil || len(docs) == 0 {
 		return err
 	}
@@ -192,10 +168,10 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 		through = max(through, d.Through)
 	}
 	for attempt := 0; ; attempt++ {
-		if st.Scope != m.stateScope() {
+		if st.Scope != x.stateScope() {
 			st.Through = 0
 		}
-		next := recallState{Through: max(st.Through, through), Spaces: m.durable.Spaces(), Scope: m.stateScope()}
+		next := recallState{Through: max(st.Through, through), Spaces: x.durable.Spaces(), Scope: x.stateScope()}
 		if next.Through == st.Through && next.Scope == st.Scope && slices.Equal(next.Spaces, st.Spaces) {
 			return nil
 		}
@@ -203,7 +179,7 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 		if err != nil {
 			return fmt.Errorf("memstack: encoding the recall state of %s: %w", id.Key(), err)
 		}
-		_, err = m.cfg.store.PutState(ctx, id, RecallStateName, value, version)
+		_, err = x.cfg.Store.PutState(ctx, id, x.cfg.StateName, value, version)
 		if err == nil {
 			return nil
 		}
@@ -213,10 +189,10 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 		// Another writer advanced the state, or a Clear or Forget moved
 		// its version: merge with what is there now, for the docs whose
 		// messages are still stored (a Clear leaves no state to restore).
-		if st, version, err = m.readRecallState(ctx, id); err != nil {
+		if st, version, err = x.readRecallState(ctx, id); err != nil {
 			return err
 		}
-		if docs, err = m.dropGone(ctx, id, docs); err != nil || len(docs) == 0 {
+		if docs, err = x.dropGone(ctx, id, docs); err != nil || len(docs) == 0 {
 			return err
 		}
 		through = 0
@@ -227,23 +203,23 @@ func (m *Recall) add(ctx context.Context, id identity, e *recallEntry, docs []re
 }
 
 // indexCall runs f, one call into m's index (and so into its embedder and
-// vector store), through runBounded: a panic is an error, and a call that
-// outlives its context by abandonGrace is abandoned (see Recall,
+// vector store), through bounded.Run: a panic is an error, and a call that
+// outlives its context by bounded.Grace is abandoned (see Recall,
 // "Failures"); late, if not nil, runs when an abandoned call ends.
 // The default index (a retrieval.BM25: in process memory, no model, no
 // store) is called on the caller's goroutine, its panics recovered all the
 // same: it cannot hang, and a goroutine per call would cost its fast
 // operations more than they do.
-func indexCall[T any](m *Recall, ctx context.Context, op string, f func(context.Context) (T, error), late func(T, error)) (T, boundedEnd, error) {
-	what := func() string { return fmt.Sprintf("%s in the recall index %s", op, recallIndexName(m.idx)) }
-	if m.inProcess {
+func indexCall[T any](x *Engine, ctx context.Context, op string, f func(context.Context) (T, error), late func(T, error)) (T, bounded.End, error) {
+	what := func() string { return fmt.Sprintf("%s in the recall index %s", op, IndexName(x.cfg.Index)) }
+	if x.inProcess {
 		v, err := callRecovered(ctx, what, f)
 		if ctx.Err() != nil {
-			return v, boundedLate, err
+			return v, bounded.Late, err
 		}
-		return v, boundedInTime, err
+		return v, bounded.InTime, err
 	}
-	return runBounded(ctx, what, f, late)
+	return bounded.Run(ctx, what, f, late)
 }
 
 // callRecovered calls f; a panic is an error naming what().
@@ -264,25 +240,25 @@ func callRecovered[T any](ctx context.Context, what func() string, f func(contex
 // abandoned, fails, and its docs are indexed again at the next save or
 // load. Once such an add has returned, afterAdd takes back what it added
 // for messages that are gone by then.
-func (m *Recall) addDocs(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc, since int64) error {
-	if err := m.deletePending(e); err != nil {
+func (x *Engine) addDocs(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc, since int64) error {
+	if err := x.deletePending(e); err != nil {
 		return err
 	}
-	m.hold(e) // released when the call has ended (by afterAdd, if its answer is not used)
+	x.hold(e) // released when the call has ended (by afterAdd, if its answer is not used)
 	// afterAdd outlives the call: ctx's values without its deadline, and
 	// without its Recorder (the call's report is done by then).
 	bg := observe.WithRecorder(context.WithoutCancel(ctx), nil)
-	_, end, err := indexCall(m, ctx, "add", func(ctx context.Context) (struct{}, error) {
-		if m.durable != nil {
-			return struct{}{}, m.durable.AddSince(ctx, m.ns(id), docs, since)
+	_, end, err := indexCall(x, ctx, "add", func(ctx context.Context) (struct{}, error) {
+		if x.durable != nil {
+			return struct{}{}, x.durable.AddSince(ctx, x.ns(id), docs, since)
 		}
-		return struct{}{}, m.idx.Add(ctx, m.ns(id), docs)
-	}, func(struct{}, error) { m.afterAdd(bg, id, e, docs) })
+		return struct{}{}, x.cfg.Index.Add(ctx, x.ns(id), docs)
+	}, func(struct{}, error) { x.afterAdd(bg, id, e, docs) })
 	switch end {
-	case boundedInTime:
-		m.release(e)
-	case boundedLate:
-		go m.afterAdd(bg, id, e, docs)
+	case bounded.InTime:
+		x.release(e)
+	case bounded.Late:
+		go x.afterAdd(bg, id, e, docs)
 		if err == nil {
 			err = fmt.Errorf("memstack: the recall index answered after its context ended: %w", ctx.Err())
 		}
@@ -298,21 +274,21 @@ func (m *Recall) addDocs(ctx context.Context, id identity, e *recallEntry, docs 
 // reused), or, from an in-process index, with the identity's entries,
 // which its next save or load rebuilds from the store. Failures are not
 // reported (the hook is called on callers' goroutines only).
-func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) {
-	defer m.release(e)
-	ctx, cancel := context.WithTimeout(ctx, m.cleanupTimeout())
+func (x *Engine) afterAdd(ctx context.Context, id identity, e *recallEntry, docs []retrieval.Doc) {
+	defer x.release(e)
+	ctx, cancel := context.WithTimeout(ctx, x.cleanupTimeout())
 	defer cancel()
-	if m.durable != nil {
-		_, _ = m.dropGone(ctx, id, docs)
+	if x.durable != nil {
+		_, _ = x.dropGone(ctx, id, docs)
 		return
 	}
-	stat, err := m.cfg.store.Stat(ctx, id)
+	stat, err := x.cfg.Store.Stat(ctx, id)
 	if err != nil || !slices.ContainsFunc(docs, func(d retrieval.Doc) bool { return stat.Count == 0 || d.Through < stat.FirstSeq }) {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m.deleteIndex(ctx, id, e) == nil {
+	if x.deleteIndex(ctx, id, e) == nil {
 		e.ready, e.seen = false, 0
 	}
 }
@@ -321,24 +297,24 @@ func (m *Recall) afterAdd(ctx context.Context, id identity, e *recallEntry, docs
 // is held. A delete that is abandoned goes on; until it has returned,
 // nothing is indexed for the identity (deletePending), since it would
 // remove what was indexed meanwhile.
-func (m *Recall) deleteIndex(ctx context.Context, id identity, e *recallEntry) error {
-	if m.scoped() {
+func (x *Engine) deleteIndex(ctx context.Context, id identity, e *recallEntry) error {
+	if x.scoped() {
 		// The scope's index holds other conversations' units too:
 		// remove this conversation's only (every unit indexed for it).
-		return m.removeUnits(ctx, id, append(unitSeqs(e.exs), m.owned(id)...))
+		return x.removeUnits(ctx, id, append(unitSeqs(e.exs), x.owned(id)...))
 	}
-	m.hold(e) // released when the call has ended
+	x.hold(e) // released when the call has ended
 	done := make(chan struct{})
-	_, end, err := indexCall(m, ctx, "delete", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, m.idx.Delete(ctx, id.Key())
+	_, end, err := indexCall(x, ctx, "delete", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, x.cfg.Index.Delete(ctx, id.Key())
 	}, func(struct{}, error) {
 		close(done)
-		m.release(e)
+		x.release(e)
 	})
-	if end == boundedAbandoned {
+	if end == bounded.Abandoned {
 		e.deletes = append(e.deletes, done)
 	} else {
-		m.release(e)
+		x.release(e)
 	}
 	return err
 }
@@ -349,7 +325,7 @@ var errDeletePending = errors.New("memstack: not indexed: an abandoned delete of
 
 // deletePending returns errDeletePending while an abandoned delete of e's
 // identity runs; e.mu is held.
-func (m *Recall) deletePending(e *recallEntry) error {
+func (x *Engine) deletePending(e *recallEntry) error {
 	e.deletes = slices.DeleteFunc(e.deletes, func(done chan struct{}) bool {
 		select {
 		case <-done:
@@ -369,9 +345,9 @@ func (m *Recall) deletePending(e *recallEntry) error {
 // WithRecallTimeout is set.
 const recallCleanupTimeout = 30 * time.Second
 
-func (m *Recall) cleanupTimeout() time.Duration {
-	if m.timeout > 0 {
-		return m.timeout
+func (x *Engine) cleanupTimeout() time.Duration {
+	if x.cfg.Timeout > 0 {
+		return x.cfg.Timeout
 	}
 	return recallCleanupTimeout
 }
@@ -379,8 +355,8 @@ func (m *Recall) cleanupTimeout() time.Duration {
 // dropGone removes from the durable index the docs whose messages the
 // store no longer holds (all of them are older than its oldest message)
 // and returns the others.
-func (m *Recall) dropGone(ctx context.Context, id identity, docs []retrieval.Doc) ([]retrieval.Doc, error) {
-	stat, err := m.cfg.store.Stat(ctx, id)
+func (x *Engine) dropGone(ctx context.Context, id identity, docs []retrieval.Doc) ([]retrieval.Doc, error) {
+	stat, err := x.cfg.Store.Stat(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("memstack: reading the messages of %s after indexing: %w", id.Key(), err)
 	}
@@ -396,9 +372,9 @@ func (m *Recall) dropGone(ctx context.Context, id identity, docs []retrieval.Doc
 	if len(gone) == 0 {
 		return docs, nil
 	}
-	if r, ok := m.durable.(retrieval.Remover); ok {
-		_, _, err := indexCall(m, ctx, "remove", func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, r.Remove(ctx, m.ns(id), gone)
+	if r, ok := x.durable.(retrieval.Remover); ok {
+		_, _, err := indexCall(x, ctx, "remove", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, r.Remove(ctx, x.ns(id), gone)
 		}, nil)
 		if err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
 			return nil, fmt.Errorf("memstack: removing the index entries of cleared messages: %w", err)

@@ -1,10 +1,11 @@
-package memories
+package recallindex
 
 import (
 	"testing"
 	"time"
 
 	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,8 +15,9 @@ import (
 // identity); in the user's index each gets a doc ID of its own, and
 // removing one conversation's unit leaves the other's.
 func TestRecallScope_EqualSeqsOfTwoConversationsStayApart(t *testing.T) {
-	m, err := NewRecall()
+	bm, err := retrieval.NewBM25()
 	require.NoError(t, err)
+	m := New(Config{Store: store.NewInMemory(), Index: bm, Turns: true, Scope: ScopeUser, CacheSize: 8})
 	a := identity{Tenant: "t", User: "u", Conversation: "a"}
 	b := identity{Tenant: "t", User: "u", Conversation: "b"}
 	at := map[int64]time.Time{5: time.Unix(5, 0)}

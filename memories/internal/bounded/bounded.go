@@ -1,4 +1,10 @@
-package memories
+// Package bounded runs calls into code a memory does not control — a
+// summarizer, an extractor, an index or its embedder — so that neither a
+// panic nor a call that ignores its context can hurt the memory: a panic
+// is an error naming what panicked, and a call that outlives its context
+// by Grace is abandoned (it goes on in its goroutine; its answer is
+// discarded, or handed to a callback).
+package bounded
 
 import (
 	"context"
@@ -7,24 +13,24 @@ import (
 	"time"
 )
 
-// abandonGrace is how long a model call may go on after its context ended
+// Grace is how long a model call may go on after its context ended
 // before the memory abandons it.
-const abandonGrace = 250 * time.Millisecond
+const Grace = 250 * time.Millisecond
 
-// callBounded runs f, a model call (a summarizer, an extractor), so that
+// Call runs f, a model call (a summarizer, an extractor), so that
 // neither its panic nor its ignoring ctx can hurt the memory: a panic is
 // an error naming what (what panicked), and when ctx ends first (a
-// timeout, Close, Clear, the caller) the call gets abandonGrace to return,
+// timeout, Close, Clear, the caller) the call gets Grace to return,
 // then is abandoned — it goes on in its goroutine, and its answer is
 // discarded when it comes. An answer that arrives after ctx ended is not
 // used either: the error is ctx's.
-func callBounded[T any](ctx context.Context, what string, f func(context.Context) (T, error)) (T, error) {
-	v, end, err := runBounded(ctx, func() string { return what }, f, nil)
+func Call[T any](ctx context.Context, what string, f func(context.Context) (T, error)) (T, error) {
+	v, end, err := Run(ctx, func() string { return what }, f, nil)
 	var zero T
 	switch end {
-	case boundedInTime:
+	case InTime:
 		return v, err
-	case boundedLate:
+	case Late:
 		if err == nil {
 			err = ctx.Err() // too late: the answer is not used
 		}
@@ -32,30 +38,30 @@ func callBounded[T any](ctx context.Context, what string, f func(context.Context
 	return zero, err
 }
 
-// boundedEnd tells how a call run by runBounded ended for its caller.
-type boundedEnd int
+// End tells how a call run by Run ended for its caller.
+type End int
 
 const (
-	// boundedInTime: the call answered before its context ended.
-	boundedInTime boundedEnd = iota
-	// boundedLate: the call answered after its context ended, within
-	// abandonGrace.
-	boundedLate
-	// boundedAbandoned: the call had not answered abandonGrace after its
+	// InTime: the call answered before its context ended.
+	InTime End = iota
+	// Late: the call answered after its context ended, within
+	// Grace.
+	Late
+	// Abandoned: the call had not answered Grace after its
 	// context ended; it goes on in its goroutine.
-	boundedAbandoned
+	Abandoned
 )
 
-// runBounded is callBounded's engine, for callers that decide themselves
+// Run is Call's engine, for callers that decide themselves
 // what a late answer is worth and that must act when an abandoned call
 // ends. It runs f on a goroutine of its own and returns f's answer as
 // given (a panic is an error naming what(), called only then) with how the
 // call ended; for an abandoned call, the zero value and an error saying
 // so, wrapping ctx's error. When the call is abandoned and late is not nil, late is called on
 // the call's goroutine with its answer once f returns (or panics), and
-// never otherwise; it may run before runBounded has returned, so whatever
+// never otherwise; it may run before Run has returned, so whatever
 // it needs must be set up before the call.
-func runBounded[T any](ctx context.Context, what func() string, f func(context.Context) (T, error), late func(T, error)) (T, boundedEnd, error) {
+func Run[T any](ctx context.Context, what func() string, f func(context.Context) (T, error), late func(T, error)) (T, End, error) {
 	type answer struct {
 		v   T
 		err error
@@ -88,22 +94,22 @@ func runBounded[T any](ctx context.Context, what func() string, f func(context.C
 	select {
 	case a := <-done:
 		if ctx.Err() != nil {
-			return a.v, boundedLate, a.err
+			return a.v, Late, a.err
 		}
-		return a.v, boundedInTime, a.err
+		return a.v, InTime, a.err
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(abandonGrace)
+	t := time.NewTimer(Grace)
 	defer t.Stop()
 	select {
 	case a := <-done:
-		return a.v, boundedLate, a.err
+		return a.v, Late, a.err
 	case <-t.C:
 	}
 	if !state.CompareAndSwap(running, abandoned) {
 		a := <-done // it answered just now
-		return a.v, boundedLate, a.err
+		return a.v, Late, a.err
 	}
 	var zero T
-	return zero, boundedAbandoned, fmt.Errorf("memories: %s abandoned %v after its context ended: %w", what(), abandonGrace, ctx.Err())
+	return zero, Abandoned, fmt.Errorf("memories: %s abandoned %v after its context ended: %w", what(), Grace, ctx.Err())
 }

@@ -1,4 +1,4 @@
-package memories
+package recallindex
 
 import (
 	"context"
@@ -17,28 +17,25 @@ import (
 // and only that one. When removing the index entries fails (or is
 // abandoned, see Recall, "Failures") after the messages were removed, the
 // error says the messages are cleared.
-func (m *Recall) Clear(ctx context.Context) error {
-	id, err := m.begin(ctx)
-	if err != nil {
-		return err
-	}
-	e := m.acquire(id)
-	defer m.release(e)
+func (x *Engine) Clear(ctx context.Context, id identity) error {
+	var err error
+	e := x.acquire(id)
+	defer x.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if m.scoped() {
+	if x.scoped() {
 		// The units to take out of the scope's index: every one stored.
-		if _, err := m.refreshExchanges(ctx, id, e); err != nil && !errors.As(err, new(recallResetError)) {
+		if _, err := x.refreshExchanges(ctx, id, e); err != nil && !errors.As(err, new(recallResetError)) {
 			return fmt.Errorf("memstack: clearing: %w", err)
 		}
 	}
-	if err := m.cfg.store.Clear(ctx, id); err != nil {
+	if err := x.cfg.Store.Clear(ctx, id); err != nil {
 		return fmt.Errorf("memstack: clearing: %w", err)
 	}
 	e.ready, e.seen = false, 0
-	ictx, cancel := m.indexCtx(ctx)
+	ictx, cancel := x.indexCtx(ctx)
 	defer cancel()
-	err = m.deleteIndex(ictx, id, e)
+	err = x.deleteIndex(ictx, id, e)
 	e.exs, e.exsOK = nil, false
 	if err != nil {
 		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
@@ -48,38 +45,38 @@ func (m *Recall) Clear(ctx context.Context) error {
 
 // acquire returns id's entry, created if needed, marked in use: an entry
 // in use is never evicted. Up to WithCacheSize entries no one uses are
-// kept (m.entries, a worker.Registry), the least recently used evicted
+// kept (x.entries, a worker.Registry), the least recently used evicted
 // first with their in-process index state.
-func (m *Recall) acquire(id identity) *recallEntry { return m.entries.Acquire(id) }
+func (x *Engine) acquire(id identity) *recallEntry { return x.entries.Acquire(id) }
 
 // hold marks e in use once more (an index call that may outlive its
 // caller); release ends it.
-func (m *Recall) hold(e *recallEntry) { m.entries.Hold(e.id) }
+func (x *Engine) hold(e *recallEntry) { x.entries.Hold(e.id) }
 
 // release marks e no longer in use.
-func (m *Recall) release(e *recallEntry) { m.entries.Release(e.id) }
+func (x *Engine) release(e *recallEntry) { x.entries.Release(e.id) }
 
 // newEntry is the entries registry's constructor.
-func (m *Recall) newEntry(id identity) *recallEntry { return &recallEntry{id: id} }
+func (x *Engine) newEntry(id identity) *recallEntry { return &recallEntry{id: id} }
 
 // evict lets go of an evicted conversation's in-process index state (a
 // scoped Recall's units stay in their scope's index: see evictScope).
-func (m *Recall) evict(id identity, _ *recallEntry) {
-	if r, ok := m.idx.(retrieval.Releaser); ok && !m.scoped() {
+func (x *Engine) evict(id identity, _ *recallEntry) {
+	if r, ok := x.cfg.Index.(retrieval.Releaser); ok && !x.scoped() {
 		r.Release(id.Key())
 	}
 }
 
 // evictScope lets go of an evicted scope's in-process index state; its
 // next load rebuilds it from the store.
-func (m *Recall) evictScope(ns string, _ *recallScopeEntry) {
-	if r, ok := m.idx.(retrieval.Releaser); ok {
+func (x *Engine) evictScope(ns string, _ *recallScopeEntry) {
+	if r, ok := x.cfg.Index.(retrieval.Releaser); ok {
 		r.Release(ns)
 	}
 }
 
-func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
-	st, err := m.cfg.store.GetState(ctx, id, RecallStateName)
+func (x *Engine) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
+	st, err := x.cfg.Store.GetState(ctx, id, x.cfg.StateName)
 	if err != nil {
 		return recallState{}, 0, fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
 	}
@@ -88,7 +85,7 @@ func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState,
 		return s, st.Version, nil // the absent version: a Clear or Forget moves it
 	}
 	if err := json.Unmarshal(st.Value, &s); err != nil {
-		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), RecallStateName, err)
+		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), x.cfg.StateName, err)
 	}
 	return s, st.Version, nil
 }
@@ -96,8 +93,8 @@ func (m *Recall) readRecallState(ctx context.Context, id identity) (recallState,
 // refreshExchanges brings e's exchanges up to date with the store (e.mu is
 // held) and returns every stored record when it had to read them all (on
 // first use, or when the store changed other than by appends), else nil.
-func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
-	s := m.cfg.store
+func (x *Engine) refreshExchanges(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+	s := x.cfg.Store
 	st, err := s.Stat(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("memstack: loading history: %w", err)
@@ -119,10 +116,10 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 				// through LoadItems' Render) goes to a copy: exchanges
 				// other goroutines can see are never written.
 				if t := r.Message.GetType(); !cloned && old > 0 && len(e.exs) == old &&
-					t != llms.ChatMessageTypeSystem && !m.opens(r.Message) {
+					t != llms.ChatMessageTypeSystem && !x.opens(r.Message) {
 					e.exs, cloned = slices.Clone(e.exs), true
 				}
-				e.exs = m.appendExchange(e.exs, r)
+				e.exs = x.appendUnit(e.exs, r)
 			}
 			e.exsStat = store.Stat{Count: e.exsStat.Count + k, FirstSeq: e.exsStat.FirstSeq, LastSeq: recs[k].Seq}
 			return nil, nil
@@ -132,7 +129,7 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 	if err != nil {
 		return nil, err
 	}
-	if (e.exsOK || e.ready) && m.durable == nil {
+	if (e.exsOK || e.ready) && x.durable == nil {
 		// The store changed other than by appends (another writer cleared
 		// it or removed a prefix), or this is the first load and saves
 		// indexed before it, which may have been cleared since: drop the
@@ -140,20 +137,20 @@ func (m *Recall) refreshExchanges(ctx context.Context, id identity, e *recallEnt
 		// so removed units do not take the places of real hits. (A
 		// durable index keeps its entries; hits for removed units are
 		// skipped, and the search asks for more — see selectExchanges.)
-		ictx, cancel := m.indexCtx(ctx)
+		ictx, cancel := x.indexCtx(ctx)
 		start := time.Now()
-		err := m.deleteIndex(ictx, id, e)
+		err := x.deleteIndex(ictx, id, e)
 		cancel()
 		if err != nil {
 			// An index failure like any other: reported, and the load
 			// shows nothing; the next load resets again (e is as it was).
 			err = fmt.Errorf("memstack: resetting the recall index: %w", err)
-			m.report(id, RecallOpIndex, 0, time.Since(start), err)
+			x.report(id, OpIndex, 0, time.Since(start), err)
 			return nil, recallResetError{err}
 		}
 		e.ready, e.seen = false, 0
 	}
-	e.exs = m.recallExchanges(recs)
+	e.exs = x.units(recs)
 	e.exsStat, e.exsOK = store.Stat{Count: len(recs)}, true
 	if len(recs) > 0 {
 		e.exsStat.FirstSeq, e.exsStat.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq

@@ -1,0 +1,572 @@
+package recallindex
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// Scope is whose conversations an Engine searches.
+type Scope int
+
+// The scopes.
+const (
+	// ScopeUser: every conversation of the identity's user.
+	ScopeUser Scope = iota
+	// ScopeConversation: the identity's conversation.
+	ScopeConversation
+	// ScopeTenant: every conversation of every user of the identity's
+	// tenant.
+	ScopeTenant
+)
+
+// String returns "user", "conversation" or "tenant".
+func (s Scope) String() string {
+	switch s {
+	case ScopeConversation:
+		return "conversation"
+	case ScopeTenant:
+		return "tenant"
+	}
+	return "user"
+}
+
+// recallJournalKeep is how many journal entries a save keeps when it trims
+// the journal (once it holds twice as many); a replica that has not caught
+// up for longer rebuilds the scope's index from the store.
+const recallJournalKeep = 4096
+
+// recallJournalTrimmed is the name of the journal's state that records the
+// Seq through which the journal was trimmed.
+const recallJournalTrimmed = "recall-journal-trimmed"
+
+// recallScopeEntry is what a Recall knows about one scope's index (a
+// user's or a tenant's), in a worker.Registry keyed by the namespace.
+type recallScopeEntry struct {
+	mu    sync.Mutex // held while building the index or catching up
+	built bool       // every conversation of the scope was indexed
+	seen  int64      // the Seq of the newest journal entry caught up with
+
+	omu sync.Mutex
+	// A scope's index holds units of many conversations, whose Seqs may
+	// coincide (a store's Seqs are unique per identity only), so each
+	// unit gets a doc ID of the scope's own, in the order it is first
+	// indexed: docs maps a unit to its doc ID, owner a doc ID to its
+	// unit. The IDs live as long as the entry and its in-process index
+	// (a scope wider than the conversation needs one: WithRecallScope).
+	next  int64
+	docs  map[recallUnitKey]int64
+	owner map[int64]recallOwner
+}
+
+// recallUnitKey names a unit: its conversation and its first Seq.
+type recallUnitKey struct {
+	id  identity
+	seq int64
+}
+
+// recallOwner is the unit a doc ID stands for, and its time.
+type recallOwner struct {
+	id  identity
+	seq int64
+	at  time.Time
+}
+
+// scoped reports whether m searches more than the conversation.
+func (x *Engine) scoped() bool { return x.cfg.Scope != ScopeConversation }
+
+// ns is the index scope (retrieval's namespace) id's units are kept under:
+// the conversation's Key, or the user's or tenant's key prefix, marked.
+func (x *Engine) ns(id identity) string {
+	switch x.cfg.Scope {
+	case ScopeUser:
+		return "user\x00" + store.UserScope(id.Tenant, id.User).KeyPrefix()
+	case ScopeTenant:
+		return "tenant\x00" + store.TenantScope(id.Tenant).KeyPrefix()
+	}
+	return id.Key()
+}
+
+// stateScope names m's scope in a durable index's recorded state: "" for
+// the conversation, else the scope's name.
+func (x *Engine) stateScope() string {
+	if !x.scoped() {
+		return ""
+	}
+	return x.cfg.Scope.String()
+}
+
+// storeScope is the store.Scope a scoped Recall searches for id.
+func (x *Engine) storeScope(id identity) store.Scope {
+	if x.cfg.Scope == ScopeTenant {
+		return store.TenantScope(id.Tenant)
+	}
+	return store.UserScope(id.Tenant, id.User)
+}
+
+// journalID is the identity of the journal of id's scope.
+func (x *Engine) journalID(id identity) identity {
+	if x.cfg.Scope == ScopeTenant {
+		return identity{Tenant: id.Tenant, Conversation: store.UserRecallJournalConversation + "-tenant"}
+	}
+	return identity{Tenant: id.Tenant, User: id.User, Conversation: store.UserRecallJournalConversation}
+}
+
+// scopeEntry returns the entry of id's scope, marked in use; the caller
+// releases it with x.scopes.Release(x.ns(id)).
+func (x *Engine) scopeEntry(id identity) *recallScopeEntry {
+	return x.scopes.Acquire(x.ns(id))
+}
+
+// assign gives docs, units of conversation id (Seq: the unit's first
+// Seq; at their times), the doc IDs of id's scope, in place.
+func (x *Engine) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
+	ns := x.ns(id)
+	u := x.scopes.Acquire(ns)
+	defer x.scopes.Release(ns)
+	u.omu.Lock()
+	defer u.omu.Unlock()
+	if u.owner == nil {
+		u.owner, u.docs = make(map[int64]recallOwner), make(map[recallUnitKey]int64)
+	}
+	for i, d := range docs {
+		k := recallUnitKey{id, d.Seq}
+		doc, ok := u.docs[k]
+		if !ok {
+			u.next++
+			doc = u.next
+			u.docs[k] = doc
+		}
+		u.owner[doc] = recallOwner{id: id, seq: d.Seq, at: at[d.Seq]}
+		docs[i].Seq = doc
+	}
+}
+
+// owned returns the first Seqs of the units of conversation id that the
+// scope's entry holds.
+func (x *Engine) owned(id identity) []int64 {
+	ns := x.ns(id)
+	u := x.scopes.Acquire(ns)
+	defer x.scopes.Release(ns)
+	u.omu.Lock()
+	defer u.omu.Unlock()
+	var out []int64
+	for k := range u.docs {
+		if k.id == id {
+			out = append(out, k.seq)
+		}
+	}
+	return out
+}
+
+// disown forgets the units seqs of conversation id and returns their doc
+// IDs.
+func (x *Engine) disown(id identity, seqs []int64) []int64 {
+	ns := x.ns(id)
+	u := x.scopes.Acquire(ns)
+	defer x.scopes.Release(ns)
+	u.omu.Lock()
+	defer u.omu.Unlock()
+	var docs []int64
+	for _, s := range seqs {
+		k := recallUnitKey{id, s}
+		if doc, ok := u.docs[k]; ok {
+			docs = append(docs, doc)
+			delete(u.docs, k)
+			delete(u.owner, doc)
+		}
+	}
+	return docs
+}
+
+// journal records, after a save to id, that id changed: one message in
+// the scope's journal (under the save's append key, so a retried save
+// records it once), and now and then trims the journal.
+func (x *Engine) journal(ctx context.Context, id identity) error {
+	entry, err := json.Marshal([2]string{id.User, id.Conversation})
+	if err != nil {
+		return fmt.Errorf("memstack: encoding the recall journal entry of %s: %w", id.Key(), err)
+	}
+	jid := x.journalID(id)
+	if err := x.cfg.Append(ctx, jid, llms.HumanChatMessage{Content: string(entry)}); err != nil {
+		return fmt.Errorf("memstack: turn stored; recording it in the recall journal: %w", err)
+	}
+	if x.journalN.Add(1)%64 == 0 {
+		x.trimJournal(context.WithoutCancel(ctx), jid)
+	}
+	return nil
+}
+
+// trimJournal removes the oldest entries of the journal jid once it holds
+// twice recallJournalKeep, recording first where it cut, so a replica
+// behind the cut rebuilds. Failures leave the journal whole.
+func (x *Engine) trimJournal(ctx context.Context, jid identity) {
+	s := x.cfg.Store
+	st, err := s.Stat(ctx, jid)
+	if err != nil || st.Count <= 2*recallJournalKeep {
+		return
+	}
+	keep, err := s.Last(ctx, jid, recallJournalKeep)
+	if err != nil || len(keep) == 0 {
+		return
+	}
+	through := keep[0].Seq - 1
+	old, err := s.GetState(ctx, jid, recallJournalTrimmed)
+	if err != nil {
+		return
+	}
+	if _, err := s.PutState(ctx, jid, recallJournalTrimmed, []byte(fmt.Sprint(through)), old.Version); err != nil {
+		return
+	}
+	_, _ = s.RemovePrefix(ctx, jid, through)
+}
+
+// syncScope brings the index of id's scope up to date with the store: on
+// first use (or when this process fell behind a trimmed journal, or the
+// journal was forgotten) it indexes every conversation of the scope;
+// afterwards it indexes the conversations the journal names since it last
+// looked — one Stat when nothing changed. The caller holds the scope
+// entry u.
+func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := x.cfg.Store
+	jid := x.journalID(id)
+	st, err := s.Stat(ctx, jid)
+	if err != nil {
+		return fmt.Errorf("memstack: reading the recall journal: %w", err)
+	}
+	if u.built && (st.Count == 0 && u.seen > 0 || st.Count > 0 && st.LastSeq < u.seen) {
+		u.built = false // the journal was forgotten
+	}
+	if u.built && st.Count > 0 && st.FirstSeq > u.seen && u.seen > 0 {
+		trimmed, err := s.GetState(ctx, jid, recallJournalTrimmed)
+		if err != nil {
+			return fmt.Errorf("memstack: reading the recall journal: %w", err)
+		}
+		var through int64
+		if trimmed.Exists() {
+			_, _ = fmt.Sscan(string(trimmed.Value), &through)
+		}
+		if through > u.seen {
+			u.built = false // entries this process has not seen were trimmed
+		}
+	}
+	if !u.built {
+		return x.buildScope(ctx, id, u, st)
+	}
+	if st.Count == 0 || st.LastSeq == u.seen {
+		return nil
+	}
+	recs, err := s.Tail(ctx, jid, math.MaxInt, u.seen)
+	if err != nil {
+		return fmt.Errorf("memstack: reading the recall journal: %w", err)
+	}
+	seen := make(map[identity]bool)
+	for _, r := range recs {
+		var e [2]string
+		if json.Unmarshal([]byte(r.Message.GetContent()), &e) != nil {
+			continue
+		}
+		cid := identity{Tenant: id.Tenant, User: e[0], Conversation: e[1]}
+		if seen[cid] || !x.storeScope(id).Contains(cid) {
+			continue
+		}
+		seen[cid] = true
+		if err := x.syncConversation(ctx, cid, false); err != nil {
+			return err
+		}
+	}
+	u.seen = max(u.seen, st.LastSeq)
+	return nil
+}
+
+// buildScope indexes every conversation of id's scope (st is the journal's
+// Stat, read before the conversations are listed: what is saved after
+// that is caught up from the journal).
+func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntry, st store.Stat) error {
+	users, ok := x.cfg.Store.(store.Users)
+	if !ok {
+		return fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
+	}
+	if x.durable == nil {
+		// Start from an empty in-process index: the docs of
+		// conversations cleared meanwhile must not take hits' places.
+		ns := x.ns(id)
+		if _, _, err := indexCall(x, ctx, "delete", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, x.cfg.Index.Delete(ctx, ns)
+		}, nil); err != nil {
+			err = fmt.Errorf("memstack: resetting the recall index: %w", err)
+			x.report(id, OpIndex, 0, 0, err)
+			return recallResetError{err}
+		}
+		u.omu.Lock()
+		u.owner, u.docs = nil, nil
+		u.omu.Unlock()
+	}
+	ids, err := users.Identities(ctx, x.storeScope(id))
+	if err != nil {
+		return fmt.Errorf("memstack: listing the conversations of %s: %w", x.storeScope(id), err)
+	}
+	// Read every conversation first, then index them oldest first (by
+	// their first Seq): the index takes units in Seq order as appends,
+	// not as insertions.
+	type pending struct {
+		id   identity
+		e    *recallEntry
+		recs []store.Record
+	}
+	var all []pending
+	defer func() {
+		for _, p := range all {
+			x.release(p.e)
+		}
+	}()
+	for _, cid := range ids {
+		if storekit.Derived(cid) {
+			continue
+		}
+		e := x.acquire(cid)
+		all = append(all, pending{id: cid, e: e})
+		p := &all[len(all)-1]
+		e.mu.Lock()
+		e.ready, e.seen = false, 0
+		recs, err := x.refreshExchanges(ctx, cid, e)
+		if err == nil && recs == nil {
+			recs, err = loadAll(ctx, x.cfg.Store, cid)
+		}
+		e.mu.Unlock()
+		if err != nil && !errors.As(err, new(recallResetError)) {
+			return err
+		}
+		p.recs = recs
+	}
+	slices.SortStableFunc(all, func(a, b pending) int {
+		first := func(p pending) int64 {
+			if len(p.recs) == 0 {
+				return math.MaxInt64
+			}
+			return p.recs[0].Seq
+		}
+		return cmp.Compare(first(a), first(b))
+	})
+	for _, p := range all {
+		p.e.mu.Lock()
+		err := x.syncLocked(ctx, p.id, p.e, p.recs)
+		p.e.mu.Unlock()
+		if err != nil && retrieval.Permanent(err) {
+			return fmt.Errorf("memstack: recall index: %w", err)
+		}
+	}
+	u.built, u.seen = true, st.LastSeq
+	return nil
+}
+
+// syncConversation indexes what cid has stored that is not indexed yet;
+// with all, every unit of cid again (the scope's index is being rebuilt).
+func (x *Engine) syncConversation(ctx context.Context, cid identity, all bool) error {
+	e := x.acquire(cid)
+	defer x.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if all {
+		e.ready, e.seen = false, 0
+	}
+	recs, err := x.refreshExchanges(ctx, cid, e)
+	if err != nil && !errors.As(err, new(recallResetError)) {
+		return err
+	}
+	if err := x.syncLocked(ctx, cid, e, recs); err != nil && retrieval.Permanent(err) {
+		return fmt.Errorf("memstack: recall index: %w", err)
+	}
+	return nil
+}
+
+// removeUnits removes seqs, units of id, from a scoped Recall's index
+// where the index can remove single docs (an index that cannot keeps
+// them; a load never shows a unit the store does not hold).
+func (x *Engine) removeUnits(ctx context.Context, id identity, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	docs := x.disown(id, seqs)
+	r, ok := x.cfg.Index.(retrieval.Remover)
+	if !ok || len(docs) == 0 {
+		return nil
+	}
+	_, _, err := indexCall(x, ctx, "remove", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.Remove(ctx, x.ns(id), docs)
+	}, nil)
+	if errors.Is(err, retrieval.ErrCannotRemove) {
+		return nil
+	}
+	return err
+}
+
+// unitSeqs returns the first Seqs of exs.
+func unitSeqs(exs []Unit) []int64 {
+	out := make([]int64, len(exs))
+	for i, x := range exs {
+		out[i] = x.seq
+	}
+	return out
+}
+
+// otherUnits reads the units of conversation cid for a load.
+func (x *Engine) otherUnits(ctx context.Context, cid identity) ([]Unit, error) {
+	e := x.acquire(cid)
+	defer x.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := x.refreshExchanges(ctx, cid, e); err != nil && !errors.As(err, new(recallResetError)) {
+		return nil, err
+	}
+	return e.exs, nil
+}
+
+// scopedHits searches the scope's index for q and gathers the units the
+// hits (and q's dated units) belong to. cur is the current conversation's
+// units (from its entry, synced), first the first of them that is recent.
+func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first int, q Query) (View, error) {
+	ns := x.ns(id)
+	u := x.scopes.Acquire(ns)
+	defer x.scopes.Release(ns)
+	if err := x.syncScope(ctx, id, u); err != nil {
+		if errors.As(err, new(recallResetError)) {
+			return View{}, nil // a transient index failure, reported
+		}
+		return View{}, err
+	}
+	var hits []retrieval.Hit
+	var err error
+	if strings.TrimSpace(q.Text) != "" {
+		hits, err = x.search(ctx, id, q.Text, q.Want)
+		if err != nil && !retrieval.Permanent(err) && ctx.Err() == nil {
+			err = nil // transient, reported: use what came back
+		}
+		if err != nil {
+			return View{}, err
+		}
+	}
+	u.omu.Lock()
+	owners := make(map[int64]recallOwner, len(hits))
+	for _, h := range hits {
+		if o, ok := u.owner[h.Seq]; ok {
+			owners[h.Seq] = o
+		}
+	}
+	var dated []int64
+	if q.Dated != nil {
+		for doc, o := range u.owner {
+			if q.Dated(o.at) {
+				owners[doc] = o
+				dated = append(dated, doc)
+			}
+		}
+	}
+	u.omu.Unlock()
+	// The units by conversation (a doc ID the entry does not know any
+	// more was removed meanwhile): the other conversations oldest first
+	// (by their oldest unit), the current one last.
+	byConv := map[identity][]int64{}
+	for _, o := range owners {
+		byConv[o.id] = append(byConv[o.id], o.seq)
+	}
+	convs := make([]identity, 0, len(byConv)+1)
+	for cid := range byConv {
+		if cid != id {
+			convs = append(convs, cid)
+		}
+	}
+	slices.SortFunc(convs, func(a, b identity) int {
+		if p, q := slices.Min(byConv[a]), slices.Min(byConv[b]); p != q {
+			return cmp.Compare(p, q)
+		}
+		return cmp.Compare(a.Key(), b.Key())
+	})
+	convs = append(convs, id)
+	// The view holds, of each conversation, only the units around those
+	// found (recallViewReach on either side: the neighbours and partners
+	// a selection may show), one run per stretch of them: a load reads and
+	// copies what it may show, not the conversations.
+	v := View{cur: id}
+	at := map[recallUnitKey]int{}
+	gone := map[identity][]int64{}
+	for _, cid := range convs {
+		exs := cur
+		if cid != id {
+			var err error
+			if exs, err = x.otherUnits(ctx, cid); err != nil {
+				if cerr := ctx.Err(); cerr != nil {
+					return View{}, cerr
+				}
+				continue // that conversation's units are left out; the rest stand
+			}
+		}
+		var pos []int
+		for _, seq := range byConv[cid] {
+			if i, ok := unitAt(exs, seq); ok {
+				pos = append(pos, i)
+			} else {
+				gone[cid] = append(gone[cid], seq)
+			}
+		}
+		slices.Sort(pos)
+		for k := 0; k < len(pos); {
+			lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
+			for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
+				hi = min(pos[k]+recallViewReach, len(exs)-1)
+			}
+			for i := lo; i <= hi; i++ {
+				at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
+				v.Units = append(v.Units, exs[i])
+				v.src = append(v.src, len(v.ids))
+				v.excl = append(v.excl, cid == id && i >= first)
+			}
+			v.ids = append(v.ids, cid)
+		}
+	}
+	index := func(doc int64) (int, bool) {
+		o, ok := owners[doc]
+		if !ok {
+			return 0, false
+		}
+		i, ok := at[recallUnitKey{o.id, o.seq}]
+		return i, ok
+	}
+	for _, h := range hits {
+		if i, ok := index(h.Seq); ok {
+			v.Hits = append(v.Hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+		}
+	}
+	for _, doc := range dated {
+		if i, ok := index(doc); ok {
+			v.Dated = append(v.Dated, i)
+		}
+	}
+	slices.Sort(v.Dated)
+	for cid, seqs := range gone {
+		// Units no longer stored (cleared here or in another replica):
+		// out of the in-process index, so they take no hit's place again.
+		_ = x.removeUnits(context.WithoutCancel(ctx), cid, seqs)
+	}
+	return v, nil
+}
+
+// recallViewReach is how many units on either side of a hit a scoped
+// load's view holds: the neighbours (WithNeighbours, 1 under a budget) and
+// partners a selection may show. A WithNeighbours above it shows at most
+// this many around a hit of a scoped load.
+const recallViewReach = 2
