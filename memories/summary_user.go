@@ -171,12 +171,24 @@ func (m *Summary) completeEarlier(ctx context.Context, id identity) error {
 		}
 	}
 	slices.SortFunc(due, func(a, b todo) int { return cmp.Compare(b.last, a.last) })
+	var errs []error
 	for _, d := range due[:min(len(due), m.cfg.earlier)] {
-		if err := m.complete(ctx, d.id); err != nil {
-			return err
+		if err := m.completeAlone(ctx, d.id); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// completeAlone completes conversation cid with no summarization of cid,
+// and no Clear of it, running in this Summary (worker.Pool.Cancelable): a
+// Clear of cid cancels the completion, waits for it to end, then removes
+// what it recorded.
+func (m *Summary) completeAlone(ctx context.Context, cid identity) error {
+	return poolErr(m.pool.Cancelable(ctx, cid, func(ctx context.Context) error { return m.complete(ctx, cid) }), ctx, "completing a conversation", ErrClosed)
 }
 
 // Complete completes the summary of the conversation in ctx and records
@@ -197,7 +209,7 @@ func (m *Summary) Complete(ctx context.Context) error {
 	if err := m.open(); err != nil {
 		return err
 	}
-	return m.complete(ctx, id)
+	return m.completeAlone(ctx, id)
 }
 
 // complete summarizes conversation cid whole and records it in its user's
@@ -229,11 +241,31 @@ func (m *Summary) complete(ctx context.Context, cid identity) error {
 	if all, err := m.cfg.store.All(ctx, cid); err == nil && len(all) > 0 {
 		from, to = all[0].Time, all[len(all)-1].Time
 	}
-	return m.updateUserSummaries(ctx, cid, func(u *userSummaries) bool {
+	err = m.updateUserSummaries(ctx, cid, func(u *userSummaries) bool {
 		u.Conversations = slices.DeleteFunc(u.Conversations, func(c conversationSummary) bool { return c.Conversation == cid.Conversation })
 		u.Conversations = append(u.Conversations, conversationSummary{Conversation: cid.Conversation, Summary: text, Through: through, From: from, To: to})
 		return true
 	})
+	if err != nil {
+		return err
+	}
+	// Cleared means gone: a Clear or Forget of cid by another replica
+	// while this summary was made leaves cid without the messages it
+	// summarizes; take the summary back.
+	if st, err := m.cfg.store.Stat(ctx, cid); err != nil || !covers(st, through) {
+		if ferr := m.forgetEarlier(context.WithoutCancel(ctx), cid); ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}
+
+// covers reports whether a conversation whose messages st describes
+// still holds the ones a summary through Seq through was made from: it
+// holds a message at or before through (a Clear or Forget, then new
+// messages, leaves only later ones).
+func covers(st store.Stat, through int64) bool {
+	return st.Count > 0 && st.FirstSeq <= through
 }
 
 // forgetEarlier removes conversation id's summary from its user's.
@@ -265,7 +297,7 @@ func (m *Summary) earlier(ctx context.Context, id identity) ([]conversationSumma
 		if err != nil {
 			return nil, fmt.Errorf("memstack: loading history: %w", err)
 		}
-		if st.Count == 0 {
+		if !covers(st, c.Through) {
 			continue // cleared or forgotten since: gone
 		}
 		out = append(out, c)

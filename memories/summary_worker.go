@@ -43,10 +43,15 @@ func (m *Summary) run(ctx context.Context, id identity, background bool) error {
 	}
 	if m.cfg.earlier > 0 && !m.startedHere(id) {
 		// The user's next conversation starts (or this process serves it
-		// for the first time): complete the earlier ones first.
+		// for the first time): complete the earlier ones first. A failure
+		// is reported and never holds up this conversation's own
+		// summarization; the earlier conversation is completed when the
+		// user's next conversation starts, or by Complete.
 		if err := m.completeEarlier(ctx, id); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
 			m.report(id, 0, 0, err)
-			return err
 		}
 		m.noteStarted(id)
 	}

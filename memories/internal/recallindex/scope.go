@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ func (s Scope) String() string {
 // up for longer rebuilds the scope's index from the store.
 const recallJournalKeep = 4096
 
+// journalTimeout bounds a journal write, which outlives its caller's
+// context.
+const journalTimeout = 30 * time.Second
+
 // recallJournalTrimmed is the name of the journal's state that records the
 // Seq through which the journal was trimmed.
 const recallJournalTrimmed = "recall-journal-trimmed"
@@ -58,6 +63,9 @@ type recallScopeEntry struct {
 	mu    sync.Mutex // held while building the index or catching up
 	built bool       // every conversation of the scope was indexed
 	seen  int64      // the Seq of the newest journal entry caught up with
+	// retry holds the conversations the last sync could not read: the
+	// next one tries them again.
+	retry []identity
 
 	omu sync.Mutex
 	// A scope's index holds units of many conversations, whose Seqs may
@@ -200,7 +208,12 @@ func (x *Engine) journal(ctx context.Context, id identity) error {
 		return fmt.Errorf("memstack: encoding the recall journal entry of %s: %w", id.Key(), err)
 	}
 	jid := x.journalID(id)
-	if err := x.cfg.Append(ctx, jid, llms.HumanChatMessage{Content: string(entry)}); err != nil {
+	// The turn is stored: recording it must not end with the caller's
+	// context (other replicas would never index it), only with its own
+	// time limit.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
+	defer cancel()
+	if err := x.cfg.Append(jctx, jid, llms.HumanChatMessage{Content: string(entry)}); err != nil {
 		return fmt.Errorf("memstack: turn stored; recording it in the recall journal: %w", err)
 	}
 	if x.journalN.Add(1)%64 == 0 {
@@ -227,7 +240,13 @@ func (x *Engine) trimJournal(ctx context.Context, jid identity) {
 	if err != nil {
 		return
 	}
-	if _, err := s.PutState(ctx, jid, recallJournalTrimmed, []byte(fmt.Sprint(through)), old.Version); err != nil {
+	if old.Exists() {
+		// Another replica trimmed further: never record a smaller cut.
+		if prev, err := strconv.ParseInt(string(old.Value), 10, 64); err == nil && prev > through {
+			through = prev
+		}
+	}
+	if _, err := s.PutState(ctx, jid, recallJournalTrimmed, []byte(strconv.FormatInt(through, 10)), old.Version); err != nil {
 		return
 	}
 	_, _ = s.RemovePrefix(ctx, jid, through)
@@ -251,21 +270,26 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	if u.built && (st.Count == 0 && u.seen > 0 || st.Count > 0 && st.LastSeq < u.seen) {
 		u.built = false // the journal was forgotten
 	}
-	if u.built && st.Count > 0 && st.FirstSeq > u.seen && u.seen > 0 {
-		trimmed, err := s.GetState(ctx, jid, recallJournalTrimmed)
+	if u.built && st.Count > 0 && st.FirstSeq > u.seen {
+		behind, err := x.trimmedPast(ctx, jid, u.seen)
 		if err != nil {
-			return fmt.Errorf("memstack: reading the recall journal: %w", err)
+			return err
 		}
-		var through int64
-		if trimmed.Exists() {
-			_, _ = fmt.Sscan(string(trimmed.Value), &through)
-		}
-		if through > u.seen {
+		if behind {
 			u.built = false // entries this process has not seen were trimmed
 		}
 	}
 	if !u.built {
 		return x.buildScope(ctx, id, u, st)
+	}
+	retry := u.retry
+	u.retry = nil
+	for _, cid := range retry {
+		if err := x.syncConversation(ctx, cid, true); err != nil {
+			if err := x.cannotRead(ctx, u, cid, err); err != nil {
+				return err
+			}
+		}
 	}
 	if st.Count == 0 || st.LastSeq == u.seen {
 		return nil
@@ -273,6 +297,13 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	recs, err := s.Tail(ctx, jid, math.MaxInt, u.seen)
 	if err != nil {
 		return fmt.Errorf("memstack: reading the recall journal: %w", err)
+	}
+	// A trim between the Stat and the Tail may have taken entries this
+	// process has not seen: look again now the entries are read.
+	if behind, err := x.trimmedPast(ctx, jid, u.seen); err != nil {
+		return err
+	} else if behind {
+		return x.buildScope(ctx, id, u, st)
 	}
 	seen := make(map[identity]bool)
 	for _, r := range recs {
@@ -286,11 +317,48 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 		}
 		seen[cid] = true
 		if err := x.syncConversation(ctx, cid, false); err != nil {
-			return err
+			if err := x.cannotRead(ctx, u, cid, err); err != nil {
+				return err
+			}
 		}
 	}
 	u.seen = max(u.seen, st.LastSeq)
 	return nil
+}
+
+// cannotRead handles the failure to index conversation cid while a scope
+// syncs: ctx's end is an error, anything else is reported and cid retried
+// at the scope's next sync (one unreadable conversation does not fail the
+// user's loads).
+func (x *Engine) cannotRead(ctx context.Context, u *recallScopeEntry, cid identity, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if retrieval.Permanent(err) {
+		return err
+	}
+	x.report(cid, OpIndex, 0, 0, err)
+	if !slices.Contains(u.retry, cid) {
+		u.retry = append(u.retry, cid)
+	}
+	return nil
+}
+
+// trimmedPast reports whether the journal jid was trimmed past seen: it
+// lost entries after the newest one this process caught up with.
+func (x *Engine) trimmedPast(ctx context.Context, jid identity, seen int64) (bool, error) {
+	trimmed, err := x.cfg.Store.GetState(ctx, jid, recallJournalTrimmed)
+	if err != nil {
+		return false, fmt.Errorf("memstack: reading the recall journal: %w", err)
+	}
+	if !trimmed.Exists() {
+		return false, nil
+	}
+	through, err := strconv.ParseInt(string(trimmed.Value), 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("memstack: the recall journal's trim mark %q is not a Seq: %w", trimmed.Value, err)
+	}
+	return through > seen, nil
 }
 
 // buildScope indexes every conversation of id's scope (st is the journal's
@@ -320,6 +388,7 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 	if err != nil {
 		return fmt.Errorf("memstack: listing the conversations of %s: %w", x.storeScope(id), err)
 	}
+	u.retry = nil
 	// Read every conversation first, then index them oldest first (by
 	// their first Seq): the index takes units in Seq order as appends,
 	// not as insertions.
@@ -349,7 +418,14 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 		}
 		e.mu.Unlock()
 		if err != nil && !errors.As(err, new(recallResetError)) {
-			return err
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			// One conversation that cannot be read does not fail the
+			// user's loads: reported, left out, retried at the next load.
+			x.report(cid, OpIndex, 0, 0, err)
+			u.retry = append(u.retry, cid)
+			continue
 		}
 		p.recs = recs
 	}
@@ -519,7 +595,12 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 		for _, seq := range byConv[cid] {
 			if i, ok := unitAt(exs, seq); ok {
 				pos = append(pos, i)
-			} else {
+			} else if cid != id {
+				// Read after the search: a unit it found that is not
+				// stored any more is gone. (The current conversation's
+				// units were read before the search: a unit saved since,
+				// by any replica, is not gone; a Clear of it resets the
+				// conversation's units at its next load.)
 				gone[cid] = append(gone[cid], seq)
 			}
 		}

@@ -232,6 +232,29 @@ func (p *Pool[K]) Exclusive(ctx context.Context, k K, f func() error) error {
 	return f()
 }
 
+// Cancelable is Exclusive for work that a later Exclusive (or
+// Cancelable) of k, and Close, may cancel as they cancel a pass: f runs
+// with a context that they cancel.
+func (p *Pool[K]) Cancelable(ctx context.Context, k K, f func(context.Context) error) error {
+	return p.Exclusive(ctx, k, func() error {
+		s := p.slots.Acquire(k)
+		defer p.slots.Release(k)
+		fctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(p.closeCtx, cancel)
+		p.mu.Lock()
+		s.cancel = cancel
+		p.mu.Unlock()
+		defer func() {
+			stop()
+			cancel()
+			p.mu.Lock()
+			s.cancel = nil
+			p.mu.Unlock()
+		}()
+		return f(fctx)
+	})
+}
+
 // Flush waits until no pass or worker runs, or ctx is done (it returns
 // ctx's error). After Close it returns ErrClosed.
 func (p *Pool[K]) Flush(ctx context.Context) error {

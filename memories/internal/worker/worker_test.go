@@ -262,3 +262,19 @@ func TestPool_CloseCancelsWaitsAndRefusesWork(t *testing.T) {
 	assert.ErrorIs(t, p.Exclusive(context.Background(), "a", func() error { return nil }), ErrClosed)
 	assert.Zero(t, p.Len())
 }
+
+func TestPool_ExclusiveCancelsACancelable(t *testing.T) {
+	p := New(Config[string]{Run: func(context.Context, string, bool) error { return nil }})
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		ended <- p.Cancelable(context.Background(), "a", func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	}()
+	<-started
+	require.NoError(t, p.Exclusive(context.Background(), "a", func() error { return nil }))
+	assert.ErrorIs(t, <-ended, context.Canceled, "the later Exclusive cancelled it")
+}

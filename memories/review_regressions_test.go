@@ -1,0 +1,340 @@
+package memories_test
+
+// Regressions found in review of the user-level Recall and the earlier
+// conversations' summaries: each failed before its fix. The stores here
+// are memstack's InMemory with a fault or a hook around one call.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/store"
+	"github.com/stretchr/testify/require"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// zPerIDStore: a contract-conforming store whose Seqs are unique per
+// identity only (like redisstore's per-identity clock counters): each
+// identity gets its own InMemory, so Seqs of two conversations collide.
+type zPerIDStore struct {
+	mu sync.Mutex
+	m  map[memstack.Identity]*store.InMemory
+}
+
+func newPerID() *zPerIDStore { return &zPerIDStore{m: map[memstack.Identity]*store.InMemory{}} }
+func (p *zPerIDStore) sub(id memstack.Identity) *store.InMemory {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.m[id]
+	if s == nil {
+		s = store.NewInMemory()
+		p.m[id] = s
+	}
+	return s
+}
+func (p *zPerIDStore) Forget(ctx context.Context, id memstack.Identity) error {
+	return p.sub(id).Forget(ctx, id)
+}
+func (p *zPerIDStore) GetState(ctx context.Context, id memstack.Identity, n string) (store.State, error) {
+	return p.sub(id).GetState(ctx, id, n)
+}
+func (p *zPerIDStore) PutState(ctx context.Context, id memstack.Identity, n string, v []byte, e int64) (int64, error) {
+	return p.sub(id).PutState(ctx, id, n, v, e)
+}
+func (p *zPerIDStore) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	return p.sub(id).Append(ctx, id, msgs...)
+}
+func (p *zPerIDStore) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	return p.sub(id).Last(ctx, id, n)
+}
+func (p *zPerIDStore) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	return p.sub(id).Tail(ctx, id, n, after)
+}
+func (p *zPerIDStore) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	return p.sub(id).All(ctx, id)
+}
+func (p *zPerIDStore) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
+	return p.sub(id).Stat(ctx, id)
+}
+func (p *zPerIDStore) RemovePrefix(ctx context.Context, id memstack.Identity, t int64) (int, error) {
+	return p.sub(id).RemovePrefix(ctx, id, t)
+}
+func (p *zPerIDStore) Clear(ctx context.Context, id memstack.Identity) error {
+	return p.sub(id).Clear(ctx, id)
+}
+func (p *zPerIDStore) Identities(ctx context.Context, sc store.Scope) ([]memstack.Identity, error) {
+	p.mu.Lock()
+	var out []memstack.Identity
+	for id := range p.m {
+		if sc.Contains(id) {
+			out = append(out, id)
+		}
+	}
+	p.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, nil
+}
+func (p *zPerIDStore) Export(ctx context.Context, sc store.Scope) (store.Export, error) {
+	return store.Export{}, nil
+}
+func (p *zPerIDStore) ForgetScope(ctx context.Context, sc store.Scope) (int, error) { return 0, nil }
+
+var (
+	zA = memstack.Identity{Tenant: "t", User: "u", Conversation: "a"}
+	zB = memstack.Identity{Tenant: "t", User: "u", Conversation: "b"}
+	zC = memstack.Identity{Tenant: "t", User: "u", Conversation: "c"}
+)
+
+func zSave(t *testing.T, m *memories.Recall, id memstack.Identity, in, out string) {
+	t.Helper()
+	require.NoError(t, m.SaveContext(ctIDCtx(id), map[string]any{"input": in}, map[string]any{"output": out}))
+}
+
+// Seq collision across a user's conversations: conversation a's
+// units vanish from the user's index (replaced by b's with the same Seq).
+func TestRecallReview_SeqCollisionLosesUnits(t *testing.T) {
+	st := newPerID()
+	m, err := memories.NewRecall(memories.WithStore(st), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	zSave(t, m, zA, "my zebra is named Otto", "noted")
+	zSave(t, m, zB, "the weather is nice", "indeed")
+	got := rcAsk(t, m, ctIDCtx(zC), "zebra")
+	t.Logf("from c, ask zebra: %q", got)
+	require.Contains(t, got, "Otto", "a's unit should be recallable from c")
+}
+
+// Clear of conversation a removes b's units (same Seq) from the
+// index, also for loads of b itself.
+func TestRecallReview_SeqCollisionClearRemovesOtherConversation(t *testing.T) {
+	st := newPerID()
+	m, err := memories.NewRecall(memories.WithStore(st), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	zSave(t, m, zB, "my zebra is named Otto", "noted")
+	zSave(t, m, zA, "the weather is nice", "indeed")
+	require.Contains(t, rcAsk(t, m, ctIDCtx(zB), "zebra"), "Otto", "warm")
+	require.NoError(t, m.Clear(ctIDCtx(zA)))
+	got := rcAsk(t, m, ctIDCtx(zB), "zebra")
+	t.Logf("from b after Clear(a): %q", got)
+	require.Contains(t, got, "Otto", "b's own unit must survive a's Clear")
+}
+
+// zHookStore calls hook once on the first Stat of id.
+type zHookStore struct {
+	*store.InMemory
+	id   memstack.Identity
+	once sync.Once
+	hook func()
+	arm  bool
+}
+
+func (h *zHookStore) Stat(ctx context.Context, id memstack.Identity) (store.Stat, error) {
+	if h.arm && id == h.id {
+		h.once.Do(h.hook)
+	}
+	return h.InMemory.Stat(ctx, id)
+}
+
+// a save by another replica to the load's own conversation between
+// the load's refresh and syncScope: syncScope indexes it, the search hits
+// it, scopedHits thinks it is gone (cur is stale) and removes it from the
+// index for good.
+func TestRecallReview_LoadRemovesLiveUnitOfOwnConversation(t *testing.T) {
+	mem := store.NewInMemory()
+	hs := &zHookStore{InMemory: mem, id: memstack.Identity{Tenant: "t", User: "u", Conversation: memories.RecallJournalConversation}}
+	r1, err := memories.NewRecall(memories.WithStore(hs), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	r2, err := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	zSave(t, r2, zA, "hello there", "hi")
+	_ = rcAsk(t, r1, ctIDCtx(zA), "hello") // r1 warm (scope built)
+	hs.hook = func() { zSave(t, r2, zA, "my zebra is named Otto", "noted") }
+	hs.arm = true
+	first := rcAsk(t, r1, ctIDCtx(zA), "zebra")
+	hs.arm = false
+	t.Logf("racy load: %q", first)
+	for i := 0; i < 2; i++ {
+		got := rcAsk(t, r1, ctIDCtx(zB), "zebra")
+		t.Logf("later load from b: %q", got)
+		require.Contains(t, got, "Otto", "a stored turn must stay recallable on r1")
+	}
+}
+
+// a replica that built the scope while the journal was empty
+// (seen == 0) never notices a trim: conversations named only in trimmed
+// entries are never caught up.
+func TestRecallReview_TrimWithSeenZeroMissesForever(t *testing.T) {
+	mem := store.NewInMemory()
+	r1, _ := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+	r2, _ := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+	_ = rcAsk(t, r1, ctIDCtx(zC), "anything") // new user: r1 builds on an empty journal
+	zSave(t, r2, zA, "my zebra is named Otto", "noted")
+	// simulate trimJournal exactly (through = first kept - 1)
+	jid := memstack.Identity{Tenant: "t", User: "u", Conversation: memories.RecallJournalConversation}
+	zSave(t, r2, zB, "filler", "ok")
+	recs, _ := mem.All(context.Background(), jid)
+	through := recs[len(recs)-1].Seq - 1
+	old, _ := mem.GetState(context.Background(), jid, "recall-journal-trimmed")
+	_, err := mem.PutState(context.Background(), jid, "recall-journal-trimmed", []byte(strconv.FormatInt(through, 10)), old.Version)
+	require.NoError(t, err)
+	_, err = mem.RemovePrefix(context.Background(), jid, through)
+	require.NoError(t, err)
+	got := rcAsk(t, r1, ctIDCtx(zC), "zebra")
+	t.Logf("r1 from c: %q", got)
+	require.Contains(t, got, "Otto")
+}
+
+// zCancelStore cancels the save's ctx right after the turn's Append.
+type zCancelStore struct {
+	*store.InMemory
+	cancel func()
+	id     memstack.Identity
+}
+
+func (c *zCancelStore) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
+	err := c.InMemory.Append(ctx, id, msgs...)
+	if id == c.id && c.cancel != nil {
+		c.cancel()
+	}
+	return err
+}
+
+// a save whose ctx ends after the turn is stored skips the journal:
+// replicas that built the scope never index that turn (until the
+// conversation's next save).
+func TestRecallReview_CancelledSaveSkipsJournal(t *testing.T) {
+	mem := store.NewInMemory()
+	cs := &zCancelStore{InMemory: mem, id: zA}
+	r1, _ := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+	r2, _ := memories.NewRecall(memories.WithStore(cs), memories.WithRecallUnit(memories.RecallExchanges))
+	zSave(t, r2, zB, "hello", "hi")
+	_ = rcAsk(t, r1, ctIDCtx(zC), "hello") // r1 built
+	ctx, cancel := context.WithCancel(ctIDCtx(zA))
+	cs.cancel = cancel
+	err := r2.SaveContext(ctx, map[string]any{"input": "my zebra is named Otto"}, map[string]any{"output": "noted"})
+	t.Logf("save err: %v", err)
+	require.Len(t, ctStored(t, mem, zA), 2, "turn stored")
+	got := rcAsk(t, r1, ctIDCtx(zC), "zebra")
+	t.Logf("r1 from c: %q", got)
+	require.Contains(t, got, "Otto")
+}
+
+type zFailStore struct {
+	*store.InMemory
+	bad memstack.Identity
+	on  bool
+}
+
+func (f *zFailStore) All(ctx context.Context, id memstack.Identity) ([]store.Record, error) {
+	if f.on && id == f.bad {
+		return nil, errors.New("corrupt record")
+	}
+	return f.InMemory.All(ctx, id)
+}
+
+func TestRecallReview_OneBadConversationFailsEveryLoad(t *testing.T) {
+	fs := &zFailStore{InMemory: store.NewInMemory(), bad: zA}
+	m, _ := memories.NewRecall(memories.WithStore(fs), memories.WithRecallUnit(memories.RecallExchanges))
+	zSave(t, m, zA, "hello", "hi")
+	zSave(t, m, zB, "my zebra is named Otto", "noted")
+	fs.on = true
+	m2, _ := memories.NewRecall(memories.WithStore(fs), memories.WithRecallUnit(memories.RecallExchanges)) // a fresh replica
+	_, err := m2.LoadMemoryVariables(ctIDCtx(zB), map[string]any{"input": "zebra"})
+	t.Logf("load of b on a fresh replica: %v", err)
+	require.NoError(t, err)
+}
+
+// After store.Forget of conversation a (not through Summary.Clear) and a
+// reuse of a's id, b shows a summary of a's forgotten text.
+func TestSummaryReview_ForgottenConversationSummaryReappears(t *testing.T) {
+	st := store.NewInMemory()
+	m, err := memories.NewSummary(&suNotes{}, memories.WithStore(st), memories.WithEarlierSummaries(2))
+	require.NoError(t, err)
+	suSave(t, m, zA, rsMay8, "my card is 4111", "noted")
+	suSave(t, m, zB, rsMay8.Add(3600e9), "hello", "hi") // completes a
+	require.Contains(t, suLoad(t, m, zB), "4111")
+	require.NoError(t, st.Forget(context.Background(), zA))
+	require.NotContains(t, suLoad(t, m, zB), "4111", "hidden while a is empty")
+	// a is used again (new content), e.g. by another layer / replica
+	require.NoError(t, st.Append(memstack.WithIdentity(context.Background(), zA), zA, llms.HumanChatMessage{Content: "new topic"}))
+	got := suLoad(t, m, zB)
+	t.Logf("b after a's forget and reuse: %q", got)
+	require.NotContains(t, got, "4111", "forgotten text shown again")
+}
+
+// slowSum blocks on a channel when it sees text "slow".
+type zSlowSum struct {
+	suNotes
+	in, out chan struct{}
+}
+
+func (s *zSlowSum) Summarize(ctx context.Context, prev string, msgs []llms.ChatMessage) (string, error) {
+	for _, m := range msgs {
+		if m.GetContent() == "my card is 4111" && s.in != nil {
+			s.in <- struct{}{}
+			<-s.out
+		}
+	}
+	return s.suNotes.Summarize(ctx, prev, msgs)
+}
+
+// Clear of a while b's first pass completes a: the completed summary of
+// the cleared conversation is written after the Clear.
+func TestSummaryReview_ClearRacesCompleteEarlier(t *testing.T) {
+	st := store.NewInMemory()
+	sum := &zSlowSum{}
+	m, err := memories.NewSummary(sum, memories.WithStore(st), memories.WithEarlierSummaries(2))
+	require.NoError(t, err)
+	suSave(t, m, zA, rsMay8, "my card is 4111", "noted")
+	sum.in, sum.out = make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx := memstack.WithIdentity(context.Background(), zB)
+		_ = m.SaveContext(ctx, map[string]any{"input": "hello"}, map[string]any{"output": "hi"})
+	}()
+	<-sum.in // b's pass is completing a
+	require.NoError(t, m.Clear(memstack.WithIdentity(context.Background(), zA)))
+	close(sum.out)
+	<-done
+	s, err := st.GetState(context.Background(), memstack.Identity{Tenant: "t", User: "u", Conversation: memories.UserSummariesConversation}, memories.UserSummariesStateName)
+	require.NoError(t, err)
+	t.Logf("user summaries after Clear(a): %s", s.Value)
+	require.NotContains(t, string(s.Value), "4111", "cleared means gone")
+}
+
+type zPoisonSum struct{ suNotes }
+
+func (s *zPoisonSum) Summarize(ctx context.Context, prev string, msgs []llms.ChatMessage) (string, error) {
+	for _, m := range msgs {
+		if strings.Contains(m.GetContent(), "poison") {
+			return "", errors.New("context window exceeded")
+		}
+	}
+	return s.suNotes.Summarize(ctx, prev, msgs)
+}
+
+func TestSummaryReview_FailingEarlierBlocksCurrentSummary(t *testing.T) {
+	st := store.NewInMemory()
+	m, err := memories.NewSummary(&zPoisonSum{}, memories.WithStore(st), memories.WithEarlierSummaries(1), memories.WithMaxMessages(4), memories.WithBatchSize(2))
+	require.NoError(t, err)
+	suSave(t, m, zA, rsMay8, "poison", "x")
+	for i := 0; i < 10; i++ {
+		err := m.SaveContext(ctIDCtx(zB), map[string]any{"input": fmt.Sprint("b", i)}, map[string]any{"output": "ok"})
+		if i == 9 {
+			t.Logf("save err: %v", err)
+		}
+	}
+	st2, _ := st.GetState(context.Background(), zB, "summary")
+	t.Logf("b state: %q; b load lines: %d", st2.Value, strings.Count(suLoad(t, m, zB), "\n")+1)
+	got := suLoad(t, m, zB)
+	require.True(t, strings.HasPrefix(got, memories.SummaryPrefix), "b's oldest turns are folded into its summary: %q", got)
+	require.NotContains(t, got, "Human: b0", "b's oldest turns are folded, not shown raw")
+}
