@@ -93,9 +93,12 @@
 //     keys: it stores every message again on every import.
 //   - A store remembers a key only as long as it says (package store, "One
 //     transcript"): SQLite, PostgreSQL and the in-memory store as long as
-//     the unit's first message is stored, Redis for two minutes. A
-//     re-import after a retention removed some of the messages, or into
-//     Redis after two minutes, stores them again.
+//     the unit's first message is stored, Redis for two minutes. Give
+//     Import SkipStored(the store) — the memstack import command does —
+//     and it also leaves out every message the conversation already holds
+//     (same type, text and time), on every backend and at any time; a
+//     re-import after a retention removed some of the messages still
+//     stores those again.
 //   - A change to a message (its text, its time, its position) makes a new
 //     key: the changed message is stored next to the old one.
 //

@@ -51,6 +51,37 @@ type Stats struct {
 	// Skipped is the number of messages not given to the memory because it
 	// has no AddMessage method.
 	Skipped int
+	// Present is the number of messages not given to the memory because
+	// the store SkipStored names holds them already.
+	Present int
+}
+
+// Option configures Import.
+type Option func(*options)
+
+type options struct {
+	stored store.Messages
+}
+
+// SkipStored makes Import read each conversation's messages from s (the
+// store the memory keeps them in) once, before replaying it, and leave out
+// every message s holds already — the same type, text and time, as many
+// times as it holds it — so that a re-import stores nothing again whatever
+// the store remembers of save keys (Redis only for minutes) and whatever a
+// retention removed of the layers' derived state's inputs. An exchange is
+// left out only when both its messages are stored. The memstack import
+// command uses it.
+func SkipStored(s store.Messages) Option {
+	return func(o *options) { o.stored = s }
+}
+
+// signature is how SkipStored compares messages: type, text and time.
+func signature(msg llms.ChatMessage, at time.Time) string {
+	t := ""
+	if !at.IsZero() {
+		t = at.UTC().Format(time.RFC3339Nano)
+	}
+	return string(msg.GetType()) + "\x00" + msg.GetContent() + "\x00" + t
 }
 
 // line is one JSON Lines record; pointers tell a missing field.
@@ -229,8 +260,15 @@ type messageAdder interface {
 // and User; its Conversation must be ""), at their original times, with
 // save keys that make a second import of the same input store nothing
 // (see the package documentation).
-func Import(ctx context.Context, mem schema.Memory, user memstack.Identity, convs []Conversation) (Stats, error) {
+func Import(ctx context.Context, mem schema.Memory, user memstack.Identity, convs []Conversation, opts ...Option) (Stats, error) {
 	var st Stats
+	var o options
+	for _, opt := range opts {
+		if opt == nil {
+			return st, fmt.Errorf("%w: an option is nil", ErrInput)
+		}
+		opt(&o)
+	}
 	if mem == nil {
 		return st, fmt.Errorf("%w: the memory is nil", ErrInput)
 	}
@@ -244,6 +282,32 @@ func Import(ctx context.Context, mem schema.Memory, user memstack.Identity, conv
 		}
 		id := memstack.Identity{Tenant: user.Tenant, User: user.User, Conversation: c.ID}
 		cctx := memstack.WithIdentity(ctx, id)
+		// present counts the messages the store holds already (SkipStored).
+		var present map[string]int
+		if o.stored != nil {
+			recs, err := o.stored.All(ctx, id)
+			if err != nil {
+				return st, fmt.Errorf("replay: conversation %q: reading what is stored: %w", c.ID, err)
+			}
+			present = make(map[string]int, len(recs))
+			for _, r := range recs {
+				present[signature(r.Message, r.Time)]++
+			}
+		}
+		// stored reports whether the store holds every message of sigs
+		// (of distinct types: never the same signature twice), and counts
+		// them as seen.
+		stored := func(sigs ...string) bool {
+			for _, sg := range sigs {
+				if present[sg] == 0 {
+					return false
+				}
+			}
+			for _, sg := range sigs {
+				present[sg]--
+			}
+			return true
+		}
 		for i := 0; i < len(c.Messages); i++ {
 			if err := ctx.Err(); err != nil {
 				return st, fmt.Errorf("replay: conversation %q, message %d: %w", c.ID, i, err)
@@ -254,6 +318,12 @@ func Import(ctx context.Context, mem schema.Memory, user memstack.Identity, conv
 			}
 			if h, ok := r.Message.(llms.HumanChatMessage); ok && i+1 < len(c.Messages) {
 				if a, ok := c.Messages[i+1].Message.(llms.AIChatMessage); ok && len(a.ToolCalls) == 0 && a.FunctionCall == nil {
+					// One Append dates both messages with the question's time.
+					if stored(signature(h, r.Time), signature(a, r.Time)) {
+						st.Present += 2
+						i++
+						continue
+					}
 					key := saveKey(id, i, r, c.Messages[i+1])
 					sctx := memstack.WithSaveKey(memstack.WithTime(cctx, r.Time), key)
 					if err := mem.SaveContext(sctx, map[string]any{"input": h.Content}, map[string]any{"output": a.Content}); err != nil {
@@ -264,6 +334,10 @@ func Import(ctx context.Context, mem schema.Memory, user memstack.Identity, conv
 					i++
 					continue
 				}
+			}
+			if stored(signature(r.Message, r.Time)) {
+				st.Present++
+				continue
 			}
 			if !canAdd {
 				st.Skipped++

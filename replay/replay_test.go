@@ -364,3 +364,37 @@ func TestFromExportNamespaces(t *testing.T) {
 	_, err = replay.ExportOwner(e)
 	require.ErrorIs(t, err, replay.ErrInput)
 }
+
+// With SkipStored a re-import stores nothing even when the store no longer
+// knows the save keys (Redis forgets them after minutes; here the first
+// copy was appended without any): every message it holds is left out.
+func TestImportSkipStoredWithoutKeys(t *testing.T) {
+	ctx := context.Background()
+	convs, err := replay.ReadJSONL(strings.NewReader(historyJSONL()))
+	require.NoError(t, err)
+	s := store.NewInMemory()
+	// The first copy: the transcript as a memstack stack stores it, but
+	// with no append keys at all.
+	plain, err := replay.Import(ctx, newStack(t, store.NewInMemory()), ana, convs)
+	require.NoError(t, err)
+	for _, c := range convs {
+		id := memstack.Identity{Tenant: ana.Tenant, User: ana.User, Conversation: c.ID}
+		times := wantTimes(c)
+		for i, r := range c.Messages {
+			require.NoError(t, s.Append(memstack.WithTime(ctx, times[i]), id, r.Message))
+		}
+	}
+	before := exportOf(t, s)
+
+	st, err := replay.Import(ctx, newStack(t, s), ana, convs, replay.SkipStored(s))
+	require.NoError(t, err)
+	assert.Equal(t, plain.Messages, st.Present, "every message found stored")
+	assert.Zero(t, st.Messages)
+	assert.Equal(t, before, exportOf(t, s), "nothing stored twice")
+
+	// Without it the same import stores the transcript again: the keys
+	// alone cannot know the first copy.
+	_, err = replay.Import(ctx, newStack(t, s), ana, convs)
+	require.NoError(t, err)
+	assert.NotEqual(t, before, exportOf(t, s))
+}

@@ -84,7 +84,7 @@ func runImport(ctx context.Context, s store.Store, where string, user memstack.I
 		return fmt.Errorf("import: building the stack: %w", err)
 	}
 	scope := store.UserScope(user.Tenant, user.User)
-	st, err := replay.Import(ctx, mem, user, convs)
+	st, err := replay.Import(ctx, mem, user, convs, replay.SkipStored(s))
 	if cerr := closeStack(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -92,6 +92,6 @@ func runImport(ctx context.Context, s store.Store, where string, user memstack.I
 		return fmt.Errorf("importing the conversations of %s into %s (%d conversations imported before the failure; running it again stores nothing twice): %w",
 			scope, where, st.Conversations, err)
 	}
-	fmt.Fprintf(stdout, "imported %d conversations, %d exchanges, %d messages (%d skipped)\n", st.Conversations, st.Exchanges, st.Messages, st.Skipped)
+	fmt.Fprintf(stdout, "imported %d conversations, %d exchanges, %d messages (%d already stored, %d skipped)\n", st.Conversations, st.Exchanges, st.Messages, st.Present, st.Skipped)
 	return nil
 }

@@ -68,7 +68,7 @@
 // conversations happened with memstack in place: each conversation's
 // transcript, its running summary, the user's facts, and the recall
 // index of the user's conversations. It prints "imported N conversations,
-// M exchanges, K messages (S skipped)" and exits 0. See package replay
+// M exchanges, K messages (P already stored, S skipped)" and exits 0. See package replay
 // for the formats and how messages are saved; an export gives, for each
 // conversation, the messages of its namespace holding the most.
 //
