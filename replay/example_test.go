@@ -48,7 +48,7 @@ func ExampleImport() {
 	vars, _ := mem.LoadMemoryVariables(memstack.WithIdentity(ctx, user), map[string]any{"input": "which database did we pick?"})
 	fmt.Println(vars["relevant_history"])
 	// Output:
-	// {Conversations:2 Exchanges:2 Messages:4 Skipped:0}
+	// {Conversations:2 Exchanges:2 Messages:4 Skipped:0 Present:0}
 	// 2 exchanges again; 2 messages stored in c1
 	// [8 May 2023, another conversation]
 	// Human: Which database should we use?
