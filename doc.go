@@ -33,7 +33,9 @@
 // TokenWindow (the newest messages within a token budget), Summary (a
 // running summary of everything older, one model call per batch), Facts
 // (durable facts about the user; a new value supersedes the old one, which
-// is kept) and Recall (the past turns most relevant to the current input, dated).
+// is kept) and Recall (the past turns most relevant to the current input,
+// dated, from every conversation of the user: a returning user's new
+// conversation recalls the earlier ones).
 // The options live there too, typed per memory type: the shared ones
 // (WithMemoryKey, WithStore, …) serve every type, and an option of another
 // type does not compile.
@@ -84,6 +86,11 @@
 // own store with one call, and storetest.RunFaults loses replies on the
 // wire.
 //
+// replay imports histories a team already has — JSON Lines of
+// {conversation, role, content, time}, or memstack's own export — through
+// a stack's layers at their original times, so every layer derives its
+// state; importing the same history twice stores each message once.
+//
 // tokens counts tokens for the memories and the budget: tokens.CL100K
 // (OpenAI's cl100k_base, computed offline from a table embedded in the
 // package) by default, or any tokens.Counter.
@@ -98,7 +105,8 @@
 //
 // cmd/memstack answers a user's data requests against a store named by a
 // DSN: it lists a user's or a tenant's conversations, exports everything
-// held for them as JSON, and forgets them. cmd/memstack-bench measures the
+// held for them as JSON, forgets them, and imports a user's past
+// conversations (package replay) through the recommended stack. cmd/memstack-bench measures the
 // memories and stores next to langchaingo's own memories, and
 // cmd/memstack-recall measures recall on LoCoMo's long conversations. Each
 // is a module of its own.
