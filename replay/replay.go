@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memstack/memstack/internal/jsonerr"
 	"io"
 	"strings"
 	"time"
@@ -112,7 +113,7 @@ func ReadJSONL(r io.Reader) ([]Conversation, error) {
 		}
 		var l line
 		if err := json.Unmarshal(b, &l); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %s", ErrInput, n, jsonProblem(err))
+			return nil, fmt.Errorf("%w: line %d: %s", ErrInput, n, lineProblem(err))
 		}
 		for _, f := range []struct {
 			name string
@@ -385,18 +386,12 @@ func saveKey(id memstack.Identity, i int, msgs ...store.Record) string {
 	return "imp1-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// jsonProblem describes a JSON decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var syn *json.SyntaxError
+// lineProblem describes why a line is not a record, without quoting it: a
+// field of the wrong JSON type, or not a JSON object at all.
+func lineProblem(err error) string {
 	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("not a JSON object (invalid JSON at byte %d)", syn.Offset)
-	case errors.As(err, &typ):
-		if typ.Field != "" {
-			return fmt.Sprintf("field %q is a JSON %s, want a string", typ.Field, typ.Value)
-		}
-		return fmt.Sprintf("not a JSON object (a JSON %s)", typ.Value)
+	if errors.As(err, &typ) && typ.Field != "" {
+		return fmt.Sprintf("field %q is a JSON %s, want a string", typ.Field, typ.Value)
 	}
-	return "not a JSON object"
+	return "not a JSON object (" + jsonerr.Problem(err) + ")"
 }

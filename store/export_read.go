@@ -2,8 +2,8 @@ package store
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/memstack/memstack/internal/jsonerr"
 	"io"
 
 	"github.com/memstack/memstack"
@@ -30,7 +30,7 @@ func ReadExport(r io.Reader) (Export, error) {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return Export{}, fmt.Errorf("%w: store: not an export (%d bytes): %s", ErrInvalidArgument, len(data), exportJSONProblem(err))
+		return Export{}, fmt.Errorf("%w: store: not an export (%d bytes): %s", ErrInvalidArgument, len(data), jsonerr.Problem(err))
 	}
 	for _, key := range []string{"tenant", "identities"} {
 		if _, ok := raw[key]; !ok {
@@ -39,7 +39,7 @@ func ReadExport(r io.Reader) (Export, error) {
 	}
 	var in exportJSON
 	if err := json.Unmarshal(data, &in); err != nil {
-		return Export{}, fmt.Errorf("%w: store: not an export: %s", ErrInvalidArgument, exportJSONProblem(err))
+		return Export{}, fmt.Errorf("%w: store: not an export: %s", ErrInvalidArgument, jsonerr.Problem(err))
 	}
 	e := Export{Scope: TenantScope(in.Tenant)}
 	if in.User != nil {
@@ -92,18 +92,4 @@ func readNamespace(id memstack.Identity, n namespaceJSON) (NamespaceExport, erro
 		}
 	}
 	return ne, nil
-}
-
-// exportJSONProblem describes a JSON decoding error without quoting the
-// input.
-func exportJSONProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("invalid JSON at offset %d", syn.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q has the wrong JSON type %s", typ.Field, typ.Value)
-	}
-	return "invalid JSON"
 }

@@ -190,9 +190,14 @@ func (p *Pool[K]) work(ctx context.Context, k K, s *slot) {
 	}
 }
 
-// pass runs one pass with a context that Exclusive and Close cancel. The
-// caller holds s.sem.
+// pass runs one pass of k. The caller holds s.sem.
 func (p *Pool[K]) pass(ctx context.Context, k K, s *slot, background bool) error {
+	return p.cancelable(ctx, s, func(ctx context.Context) error { return p.cfg.Run(ctx, k, background) })
+}
+
+// cancelable runs f with a context that an Exclusive of s's key and Close
+// cancel. The caller holds s.sem.
+func (p *Pool[K]) cancelable(ctx context.Context, s *slot, f func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.closeCtx, cancel)
 	p.mu.Lock()
@@ -205,7 +210,7 @@ func (p *Pool[K]) pass(ctx context.Context, k K, s *slot, background bool) error
 		s.cancel = nil
 		p.mu.Unlock()
 	}()
-	return p.cfg.Run(ctx, k, background)
+	return f(ctx)
 }
 
 // Exclusive cancels k's running pass, if any, waits for it to end (or for
@@ -239,19 +244,7 @@ func (p *Pool[K]) Cancelable(ctx context.Context, k K, f func(context.Context) e
 	return p.Exclusive(ctx, k, func() error {
 		s := p.slots.Acquire(k)
 		defer p.slots.Release(k)
-		fctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(p.closeCtx, cancel)
-		p.mu.Lock()
-		s.cancel = cancel
-		p.mu.Unlock()
-		defer func() {
-			stop()
-			cancel()
-			p.mu.Lock()
-			s.cancel = nil
-			p.mu.Unlock()
-		}()
-		return f(fctx)
+		return p.cancelable(ctx, s, f)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memstack/memstack/internal/jsonerr"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -308,7 +309,7 @@ func Decode(data []byte) (llms.ChatMessage, time.Time, error) {
 	}
 	var w wireMessage
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, time.Time{}, fmt.Errorf("%w: not a stored message (%d bytes): %s", ErrCorrupt, len(data), jsonProblem(err))
+		return nil, time.Time{}, fmt.Errorf("%w: not a stored message (%d bytes): %s", ErrCorrupt, len(data), jsonerr.Problem(err))
 	}
 	if w.V != codecVersion {
 		return nil, time.Time{}, fmt.Errorf("%w: codec version %d, want %d", ErrCorrupt, w.V, codecVersion)
@@ -426,17 +427,4 @@ func fromWireAI(w *wireMessage) (llms.ChatMessage, error) {
 		}
 	}
 	return m, nil
-}
-
-// jsonProblem describes a JSON decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("invalid JSON at offset %d", syn.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q has the wrong JSON type %s", typ.Field, typ.Value)
-	}
-	return "invalid JSON"
 }
