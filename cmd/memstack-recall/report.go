@@ -193,14 +193,7 @@ func perConversation(b *strings.Builder, d data) error {
 	b.WriteString("|---|---:|---:|---:|---:|\n")
 	sum, lo, loID := 0.0, 2.0, ""
 	for _, c := range d.convs {
-		var as []locomo.Answer
-		for _, a := range def.answers {
-			if a.Conversation == c.ID {
-				as = append(as, a)
-			}
-		}
-		s := locomo.Summarise(as)
-		fmt.Fprintf(b, "| %s | %d | %.3f | %.0f | %d |\n", c.ID, s.Questions, s.Recall, s.MeanTokens, s.MaxTokens)
+		s := conversationRow(b, c.ID, def.answers)
 		sum += s.Recall
 		if s.Recall < lo {
 			lo, loID = s.Recall, c.ID
@@ -311,13 +304,7 @@ func sessionsSection(b *strings.Builder, d data) {
 		s := locomo.Summarise(r.answers)
 		lo := 2.0
 		for _, c := range d.convs {
-			var as []locomo.Answer
-			for _, a := range r.answers {
-				if a.Conversation == c.ID {
-					as = append(as, a)
-				}
-			}
-			lo = min(lo, locomo.Summarise(as).Recall)
+			lo = min(lo, locomo.Summarise(ofConversation(r.answers, c.ID)).Recall)
 		}
 		fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.0f | %d | %s | %s |\n",
 			replay, r.system.name, s.Recall, lo, s.MeanTokens, s.MaxTokens, duration(s.LoadP50), duration(s.LoadP95))
@@ -337,14 +324,26 @@ func sessionsSection(b *strings.Builder, d data) {
 	}
 	b.WriteString("\n| conversation | questions | evidence recall | mean tokens | max tokens |\n|---|---:|---:|---:|---:|\n")
 	for _, c := range d.convs {
-		var as []locomo.Answer
-		for _, a := range ses.answers {
-			if a.Conversation == c.ID {
-				as = append(as, a)
-			}
-		}
-		s := locomo.Summarise(as)
-		fmt.Fprintf(b, "| %s | %d | %.3f | %.0f | %d |\n", c.ID, s.Questions, s.Recall, s.MeanTokens, s.MaxTokens)
+		conversationRow(b, c.ID, ses.answers)
 	}
 	b.WriteString("\n")
+}
+
+// ofConversation returns the answers of conversation id.
+func ofConversation(answers []locomo.Answer, id string) []locomo.Answer {
+	var out []locomo.Answer
+	for _, a := range answers {
+		if a.Conversation == id {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// conversationRow writes the per-conversation table's row of id from
+// answers and returns its summary.
+func conversationRow(b *strings.Builder, id string, answers []locomo.Answer) locomo.Summary {
+	s := locomo.Summarise(ofConversation(answers, id))
+	fmt.Fprintf(b, "| %s | %d | %.3f | %.0f | %d |\n", id, s.Questions, s.Recall, s.MeanTokens, s.MaxTokens)
+	return s
 }
