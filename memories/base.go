@@ -11,6 +11,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -163,13 +164,8 @@ func (b *base) describe(kind, extra string) string {
 	return fmt.Sprintf("%s(%smemory_key=%q, mode=%s, store=%T)", kind, extra, b.cfg.memoryKey, mode, b.cfg.store)
 }
 
-func messagesOf(recs []store.Record) []llms.ChatMessage {
-	out := make([]llms.ChatMessage, len(recs))
-	for i, r := range recs {
-		out[i] = r.Message
-	}
-	return out
-}
+// messagesOf returns the records' messages, in order.
+func messagesOf(recs []store.Record) []llms.ChatMessage { return conv.Messages(recs, recMessage) }
 
 // identity is a short name for memstack.Identity inside this package.
 type identity = memstack.Identity

@@ -39,9 +39,7 @@ const bkIdentities = maxSummaryBackoffs + 8000
 // summaryRetained is the number of identities a Summary keeps anything
 // for.
 func summaryRetained(m *Summary) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pool.Len() + m.backoffs.Len()
+	return m.pool.Len() + m.eng.Backoffs()
 }
 
 func TestSummary_FailingModelKeepsBoundedBookkeeping(t *testing.T) {

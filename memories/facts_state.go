@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/memstack/memstack/memories/internal/statejson"
 	"github.com/memstack/memstack/store"
 )
 
@@ -35,18 +36,11 @@ func (m *Facts) Clear(ctx context.Context) error {
 // an absent state the zero factsState and the store's absent version,
 // which a Clear or Forget moves (see package store).
 func (m *Facts) readState(ctx context.Context, scope identity) (factsState, int64, error) {
-	st, err := m.cfg.store.GetState(ctx, scope, FactsStateName)
-	if err != nil {
-		return factsState{}, 0, fmt.Errorf("memstack: reading the facts of %s: %w", scope.Key(), err)
-	}
-	var s factsState
-	if !st.Exists() {
-		return s, st.Version, nil // the absent version: a Clear or Forget moves it
-	}
-	if err := json.Unmarshal(st.Value, &s); err != nil {
-		return factsState{}, 0, fmt.Errorf("memstack: the stored facts of %s (state %q) are not valid JSON: %w", scope.Key(), FactsStateName, err)
-	}
-	return s, st.Version, nil
+	return statejson.Read[factsState](ctx, m.cfg.store, scope, FactsStateName,
+		func(err error) error { return fmt.Errorf("memstack: reading the facts of %s: %w", scope.Key(), err) },
+		func(err error) error {
+			return fmt.Errorf("memstack: the stored facts of %s (state %q) are not valid JSON: %w", scope.Key(), FactsStateName, err)
+		})
 }
 
 // forgetFacts removes every fact kept under scope and keeps what

@@ -178,7 +178,7 @@ func (m *Summary) LoadItems(ctx context.Context, _ map[string]any) (layer.Items,
 	if err != nil {
 		return layer.Items{}, err
 	}
-	st, system, rest, err := m.unsummarized(ctx, id)
+	st, system, rest, err := m.eng.Unsummarized(ctx, id)
 	if err != nil {
 		return layer.Items{}, err
 	}
@@ -197,7 +197,7 @@ func (m *Summary) LoadItems(ctx context.Context, _ map[string]any) (layer.Items,
 		}
 		entries = append([]entry{summary}, entries...)
 	}
-	earlier, err := m.earlier(ctx, id)
+	earlier, err := m.eng.Earlier(ctx, id)
 	if err != nil {
 		return layer.Items{}, err
 	}

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/memstack/memstack/adapter"
+	"github.com/memstack/memstack/memories/internal/fold"
 	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -199,48 +197,23 @@ type Summary struct {
 	sum       summarizer.Summarizer
 	tokenMode bool
 	n, m, t   int
-	retryMin  time.Duration
-	retryMax  time.Duration
-	timeout   time.Duration
 	counter   tokens.Counter
 	counts    *lru.Cache[tokenKey, int]
 
-	calls, failures, folded atomic.Int64
-
-	// pool runs the summarizations: one at a time per identity, on the
-	// caller's goroutine or in a background worker per identity.
+	// eng is the mechanism (package memories/internal/fold): it keeps
+	// each identity's running summary, and with WithEarlierSummaries the
+	// user's conversations' summaries, in step with the store.
+	eng *fold.Engine
+	// pool runs the summarizations (eng.Run): one at a time per
+	// identity, on the caller's goroutine or in a background worker per
+	// identity.
 	pool *worker.Pool[identity]
-
-	// mu guards backoffs: the retry backoff of the identities whose last
-	// summarization failed, the maxSummaryBackoffs most recent.
-	mu       sync.Mutex
-	backoffs *simplelru.LRU[identity, sumBackoff]
-	// started holds the conversations whose first pass ran in this
-	// process (WithEarlierSummaries: that pass completes the user's
-	// earlier conversations), the most recent; guarded by mu.
-	started *simplelru.LRU[identity, struct{}]
 }
 
 // maxSummaryBackoffs bounds how many identities' retry backoffs a Summary
 // keeps (see Summary, "Failures"): with a failing model, the bookkeeping
 // of a Summary serving any number of identities stays bounded.
 const maxSummaryBackoffs = 1 << 14
-
-// sumBackoff is the retry backoff of an identity whose summarizations
-// failed.
-type sumBackoff struct {
-	failures int // consecutive summarizer failures
-	nextTry  time.Time
-}
-
-// summaryState is what a Summary keeps in the store's state per identity.
-type summaryState struct {
-	Summary string `json:"summary"`
-	// Through is the Seq of the newest message the summary covers.
-	Through int64 `json:"through"`
-	// Folded counts the messages folded into the summary so far.
-	Folded int64 `json:"folded"`
-}
 
 var (
 	_ schema.Memory = (*Summary)(nil)
@@ -267,8 +240,6 @@ func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error
 	if m.err != nil {
 		return nil, m.err
 	}
-	m.backoffs, _ = simplelru.NewLRU[identity, sumBackoff](maxSummaryBackoffs, nil)
-	m.started, _ = simplelru.NewLRU[identity, struct{}](maxSummaryBackoffs, nil)
 	if _, lists := m.cfg.store.(store.Users); m.cfg.earlier > 0 && !lists {
 		return nil, fmt.Errorf("%w: NewSummary: WithEarlierSummaries(%d): the store %T cannot list a user's conversations (store.Users)", ErrInvalidOption, m.cfg.earlier, m.cfg.store)
 	}
@@ -307,15 +278,8 @@ func NewSummary(s summarizer.Summarizer, opts ...SummaryOption) (*Summary, error
 			return nil, fmt.Errorf("%w: NewSummary: WithBatchSize(%d) is larger than WithMaxMessages(%d): a batch cannot exceed the messages kept raw", ErrInvalidOption, m.m, m.n)
 		}
 	}
-	m.retryMin, m.retryMax = defaultRetryMin, defaultRetryMax
-	if c.retrySet {
-		m.retryMin, m.retryMax = c.retryMin, c.retryMax
-	}
-	m.timeout = DefaultSummaryTimeout
-	if c.sumTimeoutSet {
-		m.timeout = c.sumTimeout
-	}
-	m.pool = worker.New(worker.Config[identity]{Run: m.run, Wait: m.waiting})
+	m.eng = fold.New(m.engineConfig())
+	m.pool = worker.New(worker.Config[identity]{Run: m.eng.Run, Wait: m.eng.Waiting})
 	return m, nil
 }
 
@@ -361,11 +325,11 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 	if err != nil {
 		return nil, err
 	}
-	st, system, rest, err := m.unsummarized(ctx, id)
+	st, system, rest, err := m.eng.Unsummarized(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	earlier, err := m.earlier(ctx, id)
+	earlier, err := m.eng.Earlier(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -415,17 +379,7 @@ func (m *Summary) LoadMemoryVariables(ctx context.Context, _ map[string]any) (ma
 // only that one. A summarization of that identity in flight in this Summary
 // is cancelled first and cannot commit afterwards.
 func (m *Summary) Clear(ctx context.Context) error {
-	return m.clearExclusive(ctx, m.pool, ErrClosed, func(id identity) error {
-		m.mu.Lock()
-		m.backoffs.Remove(id)
-		m.mu.Unlock()
-		if m.cfg.earlier > 0 {
-			if err := m.forgetEarlier(ctx, id); err != nil {
-				return fmt.Errorf("memstack: messages cleared; clearing the conversation's summary: %w", err)
-			}
-		}
-		return nil
-	})
+	return m.clearExclusive(ctx, m.pool, ErrClosed, func(id identity) error { return m.eng.Cleared(ctx, id) })
 }
 
 // Flush waits until no summarization is running or pending in this Summary
@@ -447,15 +401,14 @@ func (m *Summary) Flush(ctx context.Context) error {
 // Close has stopped the work.
 func (m *Summary) Close() error {
 	m.pool.Close()
-	m.mu.Lock()
-	m.backoffs.Purge()
-	m.mu.Unlock()
+	m.eng.Close()
 	return nil
 }
 
 // Stats returns the summarization counters.
 func (m *Summary) Stats() SummaryStats {
-	return SummaryStats{Calls: m.calls.Load(), Failures: m.failures.Load(), MessagesFolded: m.folded.Load()}
+	calls, failures, folded := m.eng.Counts()
+	return SummaryStats{Calls: calls, Failures: failures, MessagesFolded: folded}
 }
 
 // String describes the memory's configuration.

@@ -104,23 +104,36 @@ const tooBig = math.MaxInt / 4
 // message that cannot be rendered costs tooBig (it never fits); a bad
 // count (tokens.ErrBadCount) is an error, and is not cached.
 func (m *TokenWindow) count(id identity, r store.Record) (int, error) {
-	k := tokenKey{id, r.Seq}
-	if m.counts != nil {
-		if n, ok := m.counts.Get(k); ok {
-			return n, nil
-		}
-	}
-	line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
-	if err != nil {
-		return tooBig, nil // cannot be rendered: never fits
-	}
-	n, err := tokens.Count(m.counter, line)
+	n, err := m.lineCost(m.counts, m.counter, id, r, tooBig-1)
 	if err != nil {
 		return 0, fmt.Errorf("memstack: TokenWindow: counting the tokens of message %d: %w", r.Seq, err)
 	}
-	n = min(n, tooBig-1) + 1
-	if m.counts != nil {
-		m.counts.Add(k, n)
+	return n, nil
+}
+
+// lineCost returns the token cost of one stored message of id, cached in
+// counts (if not nil): the tokens of its rendered line (counted with
+// counter through tokens.Count), capped at limit, plus one. A message
+// that cannot be rendered costs tooBig; a bad count (tokens.ErrBadCount)
+// is an error, and is not cached.
+func (b *base) lineCost(counts *lru.Cache[tokenKey, int], counter tokens.Counter, id identity, r store.Record, limit int) (int, error) {
+	k := tokenKey{id, r.Seq}
+	if counts != nil {
+		if n, ok := counts.Get(k); ok {
+			return n, nil
+		}
+	}
+	line, err := adapter.RenderLine(r.Message, b.cfg.humanPrefix, b.cfg.aiPrefix)
+	if err != nil {
+		return tooBig, nil // cannot be rendered: never fits
+	}
+	n, err := tokens.Count(counter, line)
+	if err != nil {
+		return 0, err
+	}
+	n = min(n, limit) + 1
+	if counts != nil {
+		counts.Add(k, n)
 	}
 	return n, nil
 }

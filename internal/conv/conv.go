@@ -142,5 +142,14 @@ func HasExchangeStart[T any](xs []T, msg func(T) llms.ChatMessage) bool {
 	return false
 }
 
+// Messages returns the messages of xs, in order.
+func Messages[T any](xs []T, msg func(T) llms.ChatMessage) []llms.ChatMessage {
+	out := make([]llms.ChatMessage, len(xs))
+	for i, x := range xs {
+		out[i] = msg(x)
+	}
+	return out
+}
+
 // Self is the message func for a slice of messages: it returns msg.
 func Self(msg llms.ChatMessage) llms.ChatMessage { return msg }

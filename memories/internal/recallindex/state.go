@@ -2,12 +2,12 @@ package recallindex
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/memstack/memstack/memories/internal/statejson"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
@@ -76,18 +76,13 @@ func (x *Engine) evictScope(ns string, _ *recallScopeEntry) {
 }
 
 func (x *Engine) readRecallState(ctx context.Context, id identity) (recallState, int64, error) {
-	st, err := x.cfg.Store.GetState(ctx, id, x.cfg.StateName)
-	if err != nil {
-		return recallState{}, 0, fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
-	}
-	var s recallState
-	if !st.Exists() {
-		return s, st.Version, nil // the absent version: a Clear or Forget moves it
-	}
-	if err := json.Unmarshal(st.Value, &s); err != nil {
-		return recallState{}, 0, fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), x.cfg.StateName, err)
-	}
-	return s, st.Version, nil
+	return statejson.Read[recallState](ctx, x.cfg.Store, id, x.cfg.StateName,
+		func(err error) error {
+			return fmt.Errorf("memstack: reading the recall state of %s: %w", id.Key(), err)
+		},
+		func(err error) error {
+			return fmt.Errorf("memstack: the recall state of %s (state %q) is not valid JSON: %w", id.Key(), x.cfg.StateName, err)
+		})
 }
 
 // refreshExchanges brings e's exchanges up to date with the store (e.mu is

@@ -1,18 +1,25 @@
-package memories
+package fold
 
 import (
 	"context"
 	"fmt"
 	"math"
 
-	"github.com/memstack/memstack/adapter"
 	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/store"
-	"github.com/memstack/memstack/tokens"
+	"github.com/tmc/langchaingo/llms"
 )
 
+// plan is one fold: the batch of messages and the state it builds on.
+type foldPlan struct {
+	prev    State
+	version int64
+	batch   []llms.ChatMessage
+	through int64
+}
+
 // plan returns the fold due for id, or nil if none is.
-func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
+func (x *Engine) plan(ctx context.Context, id identity) (*foldPlan, error) {
 	// The state before the messages: the fold commits with the version
 	// read here, so a Clear or Forget after this read — by this process
 	// or another replica — makes the commit conflict, and one before it
@@ -22,78 +29,53 @@ func (m *Summary) plan(ctx context.Context, id identity) (*sumPlan, error) {
 	// cleared text back. (A fold committed by another writer in between
 	// makes the commit conflict too.) The messages read are those after
 	// the covered Seq only (Tail), so a plan costs what a load shows.
-	prev, version, err := m.readState(ctx, id)
+	prev, version, err := x.readState(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := m.cfg.store.Tail(ctx, id, math.MaxInt, prev.Through)
+	recs, err := x.cfg.Store.Tail(ctx, id, math.MaxInt, prev.Through)
 	if err != nil {
 		return nil, fmt.Errorf("reading the messages of %s: %w", id.Key(), err)
 	}
-	_, rest := split(recs)
+	_, rest := conv.SplitSystem(recs, recMessage)
 	var cut int
-	if m.tokenMode {
-		if cut, err = m.tokenCut(id, rest); err != nil {
+	if x.cfg.MaxTokens > 0 {
+		if cut, err = x.tokenCut(id, rest); err != nil {
 			return nil, err
 		}
-	} else if len(rest) > m.n {
-		cut = batchEnd(rest, max(m.m, len(rest)-m.n), false)
+	} else if len(rest) > x.cfg.MaxMessages {
+		cut = batchEnd(rest, max(x.cfg.BatchSize, len(rest)-x.cfg.MaxMessages), false)
 	}
 	if cut == 0 {
 		return nil, nil
 	}
-	return &sumPlan{prev: prev, version: version, batch: messagesOf(rest[:cut]), through: rest[cut-1].Seq}, nil
+	return &foldPlan{prev: prev, version: version, batch: conv.Messages(rest[:cut], recMessage), through: rest[cut-1].Seq}, nil
 }
 
 // tokenCut returns how many of the oldest messages of rest to fold in token
 // mode: 0 while they are within t tokens, else enough that about t/2 remain.
 // A bad count (tokens.Count) is an error: nothing is folded.
-func (m *Summary) tokenCut(id identity, rest []store.Record) (int, error) {
+func (x *Engine) tokenCut(id identity, rest []store.Record) (int, error) {
+	t := x.cfg.MaxTokens
 	costs := make([]int, len(rest))
 	total := 0
 	for i, r := range rest {
-		c, err := m.cost(id, r)
+		c, err := x.cfg.Cost(id, r)
 		if err != nil {
 			return 0, fmt.Errorf("counting the tokens of message Seq %d of %s: %w", r.Seq, id.Key(), err)
 		}
 		costs[i] = c
 		total = min(total+c, math.MaxInt/2)
 	}
-	if total <= m.t {
+	if total <= t {
 		return 0, nil
 	}
 	k, left := 0, total
-	for k < len(rest) && left > m.t/2 {
+	for k < len(rest) && left > t/2 {
 		left -= costs[k]
 		k++
 	}
 	return batchEnd(rest, k, true), nil
-}
-
-// cost is a message's token cost: its rendered line plus the line break,
-// cached per (identity, Seq), capped at 2^40 so sums never wrap. A
-// negative count or a panicking counter is an error (tokens.Count), never
-// cached.
-func (m *Summary) cost(id identity, r store.Record) (int, error) {
-	k := tokenKey{id, r.Seq}
-	if m.counts != nil {
-		if n, ok := m.counts.Get(k); ok {
-			return n, nil
-		}
-	}
-	line, err := adapter.RenderLine(r.Message, m.cfg.humanPrefix, m.cfg.aiPrefix)
-	if err != nil {
-		return math.MaxInt / 4, nil
-	}
-	n, err := tokens.Count(m.counter, line)
-	if err != nil {
-		return 0, err
-	}
-	n = min(n, 1<<40) + 1
-	if m.counts != nil {
-		m.counts.Add(k, n)
-	}
-	return n, nil
 }
 
 // batchEnd returns where a batch of the oldest messages of rest that should
