@@ -7,12 +7,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/extract"
 	"github.com/memstack/memstack/layer"
+	"github.com/memstack/memstack/memories/internal/factsengine"
 	"github.com/memstack/memstack/memories/internal/worker"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/tokens"
@@ -36,14 +36,6 @@ const (
 	DefaultMaxPerTurn = 5
 	DefaultMaxFacts   = 20
 	DefaultFactTokens = 300
-)
-
-// Bounds on a candidate's fields; a candidate over them is dropped.
-const (
-	maxFactSubject   = 64
-	maxFactAttribute = 128
-	maxFactValue     = 500
-	stateRetries     = 8
 )
 
 // Fact is one fact a Facts memory knows about a conversation (or, with
@@ -267,9 +259,7 @@ type Facts struct {
 	clock      func() time.Time
 	hook       func(FactsEvent)
 	perUser    bool
-	timeout    time.Duration
-
-	extractions, failures, stored, superseded atomic.Int64
+	eng        *factsengine.Engine // the mechanism: extraction, and the facts in the store's state
 
 	// pool runs the extractions: one at a time per identity, on the
 	// caller's goroutine or in a background worker per identity.
@@ -277,21 +267,6 @@ type Facts struct {
 
 	mu       sync.Mutex
 	laterLLM map[identity]int // background model calls not reported yet
-}
-
-// factsState is what a Facts memory keeps in the store's state.
-type factsState struct {
-	// Through maps a conversation to the Seq of the newest of its messages
-	// that extraction covered.
-	Through map[string]int64 `json:"through,omitempty"`
-	// Facts holds every fact, current and superseded, in the order they
-	// were recorded.
-	Facts []Fact `json:"facts"`
-	// Epoch changes whenever the facts are cleared while the state stays
-	// (Clear with WithFactsPerUser keeps the coverage of the user's other
-	// conversations): an extraction that read another epoch before its
-	// model call commits its coverage but none of its facts.
-	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 var (
@@ -309,38 +284,20 @@ func (errFactsClosed) Is(target error) bool { return target == ErrClosed }
 // WithMaxPerTurn sets how many facts a Facts memory keeps from one turn
 // (default 5). n < 1 is an error.
 func WithMaxPerTurn(n int) FactsOption {
-	return factsOpt(func(c *config) {
-		if n < 1 {
-			c.bad("WithMaxPerTurn(%d): n must be at least 1", n)
-			return
-		}
-		c.facts.maxPerTurn = n
-	})
+	return factsCount("WithMaxPerTurn", n, func(s *factsSettings) { s.maxPerTurn = n })
 }
 
 // WithMaxFacts sets how many facts a Facts memory shows at most (default
 // 20). n < 1 is an error.
 func WithMaxFacts(n int) FactsOption {
-	return factsOpt(func(c *config) {
-		if n < 1 {
-			c.bad("WithMaxFacts(%d): n must be at least 1", n)
-			return
-		}
-		c.facts.maxFacts = n
-	})
+	return factsCount("WithMaxFacts", n, func(s *factsSettings) { s.maxFacts = n })
 }
 
 // WithFactTokens sets how many tokens the facts a Facts memory shows may
 // take at most (default 300), counted with WithTokenCounter's counter.
 // n < 1 is an error.
 func WithFactTokens(n int) FactsOption {
-	return factsOpt(func(c *config) {
-		if n < 1 {
-			c.bad("WithFactTokens(%d): n must be at least 1", n)
-			return
-		}
-		c.facts.tokens = n
-	})
+	return factsCount("WithFactTokens", n, func(s *factsSettings) { s.tokens = n })
 }
 
 // WithClock sets the clock a Facts memory dates, in UTC, the messages it
@@ -446,7 +403,7 @@ func NewFacts(ext extract.Extractor, opts ...FactsOption) (*Facts, error) {
 	if s.clock != nil {
 		m.clock = s.clock
 	}
-	m.hook, m.perUser, m.timeout = s.hook, s.perUser, s.timeout
+	m.hook, m.perUser = s.hook, s.perUser
 	m.base.checkID = m.checkID
 	m.counter = m.cfg.counter
 	if m.counter == nil {
@@ -456,6 +413,16 @@ func NewFacts(ext extract.Extractor, opts ...FactsOption) (*Facts, error) {
 		}
 		m.counter = cl
 	}
+	m.eng = factsengine.New(factsengine.Config{
+		Store:      m.cfg.store,
+		StateName:  FactsStateName,
+		Extractor:  ext,
+		Timeout:    s.timeout,
+		MaxPerTurn: m.maxPerTurn,
+		Clock:      m.clock,
+		Scope:      m.scope,
+		Report:     m.report,
+	})
 	m.pool = worker.New(worker.Config[identity]{Run: m.run, Queue: true})
 	return m, nil
 }
@@ -537,12 +504,8 @@ func (m *Facts) Close() error {
 
 // Stats returns the extraction counters.
 func (m *Facts) Stats() FactsStats {
-	return FactsStats{
-		Extractions: m.extractions.Load(),
-		Failures:    m.failures.Load(),
-		FactsStored: m.stored.Load(),
-		Superseded:  m.superseded.Load(),
-	}
+	s := m.eng.Stats()
+	return FactsStats{Extractions: s.Extractions, Failures: s.Failures, FactsStored: s.Stored, Superseded: s.Superseded}
 }
 
 // String describes the memory's configuration.

@@ -3,7 +3,6 @@ package memories
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -65,15 +64,11 @@ func (m *Facts) LoadItems(ctx context.Context, _ map[string]any) (layer.Items, e
 // Current returns the current facts of the identity in ctx, most recent
 // first, without the load caps.
 func (m *Facts) Current(ctx context.Context) ([]Fact, error) {
-	id, err := m.begin(ctx)
+	all, err := m.History(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := m.readState(ctx, m.scope(id))
-	if err != nil {
-		return nil, err
-	}
-	return cloneFacts(currentFacts(st.Facts)), nil
+	return currentFacts(all), nil
 }
 
 // History returns every fact of the identity in ctx, current and
@@ -83,11 +78,7 @@ func (m *Facts) History(ctx context.Context) ([]Fact, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := m.readState(ctx, m.scope(id))
-	if err != nil {
-		return nil, err
-	}
-	return cloneFacts(st.Facts), nil
+	return m.facts(ctx, id)
 }
 
 // ---- loading ----
@@ -104,13 +95,13 @@ func (m *Facts) load(ctx context.Context, injected bool) ([]shownFact, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := m.readState(ctx, m.scope(id))
+	all, err := m.facts(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	m.reportLaterLLM(ctx, id)
 	rec := observe.FromContext(ctx)
-	cur := currentFacts(st.Facts)
+	cur := currentFacts(all)
 	used := 0
 	if m.cfg.returnMessages && len(cur) > 0 {
 		n, err := tokens.Count(m.counter, FactsHeader)
@@ -168,14 +159,5 @@ func currentFacts(all []Fact) []Fact {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ValidFrom.After(out[j].ValidFrom) })
-	return out
-}
-
-func cloneFacts(fs []Fact) []Fact {
-	out := make([]Fact, len(fs))
-	for i, f := range fs {
-		f.Sources = slices.Clone(f.Sources)
-		out[i] = f
-	}
 	return out
 }

@@ -26,14 +26,14 @@ func (m *Facts) after(ctx context.Context, id identity) {
 // run extracts id's pending turns.
 func (m *Facts) run(ctx context.Context, id identity, background bool) error {
 	if !background {
-		m.catchUp(ctx, id) // the caller's Recorder counts the model calls
+		m.eng.CatchUp(ctx, id) // the caller's Recorder counts the model calls
 		return nil
 	}
 	// Model calls made here are recorded on a Recorder of the worker's
 	// own (the save that started it has delivered its report already)
 	// and reported with the identity's next observed call.
 	priv := observe.NewRecorder(observe.OpSave, "", "")
-	m.catchUp(observe.WithRecorder(ctx, priv), id)
+	m.eng.CatchUp(observe.WithRecorder(ctx, priv), id)
 	if n := priv.Finish(0, nil).LLMCalls; n > 0 {
 		m.mu.Lock()
 		if m.laterLLM == nil {
