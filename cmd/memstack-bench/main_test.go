@@ -87,7 +87,7 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 	assert.Contains(t, md, "| backend | memory | 100 p50 | 100 p95 | 1,000 p50 | 1,000 p95 | 1,000 ÷ 100 |")
 	for _, name := range []string{backendInMemory, backendSQLite} {
 		rows := linesWithPrefix(md, "| "+name+" |")
-		require.Len(t, rows, 2+len(windowMemories), "store rows %q: throughput, one size (1,000 messages in quick mode), one window row per memory", name)
+		require.Len(t, rows, 3+len(windowMemories), "store rows %q: throughput, one size (1,000 messages in quick mode), one window row per memory, one user-recall row", name)
 		assert.NotContains(t, rows[0], "not run", "%s runs in quick mode", name)
 		assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \|`, rows[0], "%s has a saves/s figure", name)
 		assert.Regexp(t, `^\| [^|]+ \| 1,000 \|( [\d.]+ (ns|µs|ms|s) \|){5}$`, rows[1], "%s has a size row with five durations", name)
@@ -95,7 +95,11 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 			assert.Regexp(t, `^\| [^|]+ \| `+regexp.QuoteMeta(wm.name)+` \|( [\d.]+ (ns|µs|ms|s) \|){4} \d+\.\d\d× \|$`, rows[2+i],
 				"%s has a window row for %s: four durations and a ratio", name, wm.name)
 		}
+		// | backend | conversations | cold | p50 | p95 | save user | save conversation | ratio |
+		assert.Regexp(t, `^\| [^|]+ \| 10 \|( [\d.]+ (ns|µs|ms|s) \|){5} \d+\.\d\d× \|$`, rows[2+len(windowMemories)],
+			"%s has a user-recall row: a user with 10 conversations in quick mode, five durations and a ratio", name)
 	}
+	assert.Contains(t, md, "\n"+headUsers+"\n")
 	assert.Contains(t, md, "| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |")
 	for _, name := range []string{backendRedis, backendPostgres} {
 		rows := linesWithPrefix(md, "| "+name+" |")
