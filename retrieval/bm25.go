@@ -254,14 +254,22 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 			s.setPosting(t, p.seq, f)
 		}
 	}
-	if !s.ctotalOK {
-		total := 0.0
-		for i := range s.order {
-			total += s.nearLen(i, x.near)
-		}
-		s.ctotal, s.ctotalOK = total, true
-	}
+	s.recount(x.near)
 	return nil
+}
+
+// recount brings the sum of the docs' lengths with their neighbours' up
+// to date after an insertion or a removal. The caller holds s.mu for
+// writing.
+func (s *bm25Scope) recount(near [2]float64) {
+	if s.ctotalOK {
+		return
+	}
+	total := 0.0
+	for i := range s.order {
+		total += s.nearLen(i, near)
+	}
+	s.ctotal, s.ctotalOK = total, true
 }
 
 // posting is one doc of a term's postings.
@@ -495,13 +503,7 @@ func (x *BM25) Remove(ctx context.Context, scope string, seqs []int64) error {
 	for _, seq := range seqs {
 		s.remove(seq)
 	}
-	if !s.ctotalOK {
-		total := 0.0
-		for i := range s.order {
-			total += s.nearLen(i, x.near)
-		}
-		s.ctotal, s.ctotalOK = total, true
-	}
+	s.recount(x.near)
 	return nil
 }
 
