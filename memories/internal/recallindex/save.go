@@ -22,13 +22,23 @@ import (
 func (x *Engine) Saved(ctx context.Context, id identity, what string) error {
 	e := x.acquire(id)
 	defer x.release(e)
-	if err := x.sync(ctx, id, e, nil); err != nil && retrieval.Permanent(err) {
+	// The journal entry and the indexing are independent: the entry is
+	// written while the index syncs, so a save waits for the slower of
+	// the two store round trips, not for both.
+	var journaled chan error
+	if x.scoped() {
+		journaled = make(chan error, 1)
+		go func() { journaled <- x.journal(ctx, id) }()
+	}
+	err := x.sync(ctx, id, e, nil)
+	var jerr error
+	if journaled != nil {
+		jerr = <-journaled
+	}
+	if err != nil && retrieval.Permanent(err) {
 		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
 	}
-	if x.scoped() {
-		return x.journal(ctx, id)
-	}
-	return nil
+	return jerr
 }
 
 func (x *Engine) indexCtx(ctx context.Context) (context.Context, context.CancelFunc) {
