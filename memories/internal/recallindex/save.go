@@ -22,18 +22,24 @@ import (
 func (x *Engine) Saved(ctx context.Context, id identity, what string) error {
 	e := x.acquire(id)
 	defer x.release(e)
-	// The journal entry and the indexing are independent: the entry is
-	// written while the index syncs, so a save waits for the slower of
-	// the two store round trips, not for both.
+	// The journal entry and the indexing are independent: over a store
+	// behind a network the entry is written while the index syncs, so a
+	// save waits for the slower of the two round trips, not for both. (The
+	// in-memory store answers in microseconds: a goroutine would cost it
+	// more than it saves.)
 	var journaled chan error
-	if x.scoped() {
+	_, inMemory := x.cfg.Store.(*store.InMemory)
+	if x.scoped() && !inMemory {
 		journaled = make(chan error, 1)
 		go func() { journaled <- x.journal(ctx, id) }()
 	}
 	err := x.sync(ctx, id, e, nil)
 	var jerr error
-	if journaled != nil {
+	switch {
+	case journaled != nil:
 		jerr = <-journaled
+	case x.scoped():
+		jerr = x.journal(ctx, id)
 	}
 	if err != nil && retrieval.Permanent(err) {
 		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
