@@ -23,6 +23,10 @@ const (
 	// RecallScopeTenant searches every conversation of every user of the
 	// identity's tenant: knowledge a tenant's users share (the agent's
 	// past decisions). Opt in only: it shows one user's turns to another.
+	// Its journal, under {Tenant, "", RecallJournalConversation +
+	// "-tenant"}, names per save the user and the conversation saved to
+	// (never the text); a user-wide ForgetScope removes the user's turns
+	// from every load but not those names, a tenant-wide one removes it.
 	RecallScopeTenant
 )
 
