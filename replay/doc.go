@@ -15,7 +15,7 @@
 //	convs, err := replay.Read(f) // JSON Lines, or memstack's own export
 //	...
 //	user := memstack.Identity{Tenant: "acme", User: "ana"}
-//	stats, err := replay.Import(ctx, mem, user, convs)
+//	stats, err := replay.Import(ctx, mem, user, convs, replay.SkipStored(st)) // st: the stack's store
 //
 // The command `memstack import` does the same with the stack memstack's
 // README recommends (RecentN, Summary, Facts per user and Recall on one
