@@ -132,7 +132,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			q.Dated = date.matches
 		}
 	}
-	q.Want = 2*k + m.exclude // enough past the recent units
+	q.Want = 2 * k // beyond the recent units
 	view, err := m.eng.Load(ctx, id, q)
 	if err != nil {
 		return recallSelection{}, err
@@ -142,7 +142,7 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		return recallSelection{}, nil
 	}
 	if dated {
-		hits = m.dateBoost(hits, view.Dated, date)
+		hits = m.dateBoost(hits, view.Top, view.Dated, date)
 	}
 	excluded, same := view.Recent, view.SameRun
 	scores := make(map[int]float64)
@@ -221,14 +221,14 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 	return recallSelection{exs: exs, order: order, scores: scores, priority: priority, dropped: kept, view: view}, nil
 }
 
-// dateBoost adds RecallDayBoost (or RecallMonthBoost) times the best
-// hit's score (the index's best score when there is no hit) to every unit
+// dateBoost adds RecallDayBoost (or RecallMonthBoost) times best, the
+// index's best answer (its score range's top when there is none), to every unit
 // dated (indexes of units saved on date), hit or not, and returns the
 // hits re-ranked.
-func (m *Recall) dateBoost(hits []retrieval.Hit, dated []int, date queryDate) []retrieval.Hit {
+func (m *Recall) dateBoost(hits []retrieval.Hit, best float64, dated []int, date queryDate) []retrieval.Hit {
 	top := m.idx.Range().Max
-	if len(hits) > 0 && hits[0].Score > 0 {
-		top = hits[0].Score
+	if best > 0 {
+		top = best
 	}
 	boost := RecallDayBoost * top
 	if date.day == 0 {

@@ -12,10 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/llms"
@@ -337,4 +340,70 @@ func TestSummaryReview_FailingEarlierBlocksCurrentSummary(t *testing.T) {
 	got := suLoad(t, m, zB)
 	require.True(t, strings.HasPrefix(got, memories.SummaryPrefix), "b's oldest turns are folded into its summary: %q", got)
 	require.NotContains(t, got, "Human: b0", "b's oldest turns are folded, not shown raw")
+}
+
+// A load asks the index for 2k hits beyond the recent units (units, not
+// messages): with exchanges of two messages and WithExcludeRecent(4), two
+// recent units, WithK(1) asks for 4 — as before the engine moved out.
+func TestRecallReview_SearchAsksForTheRecentUnitsNotMessages(t *testing.T) {
+	for _, scope := range []memories.RecallScope{memories.RecallScopeConversation, memories.RecallScopeUser} {
+		t.Run(scope.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var evs []memories.RecallEvent
+			m, err := memories.NewRecall(memories.WithRecallUnit(memories.RecallExchanges), memories.WithContextWeight(0), memories.WithRecallDates(false),
+				memories.WithK(1), memories.WithExcludeRecent(4), memories.WithRecallScope(scope),
+				memories.WithRecallHook(func(ev memories.RecallEvent) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }))
+			require.NoError(t, err)
+			for i := range 20 {
+				zSave(t, m, zA, fmt.Sprintf("apple question %d", i), fmt.Sprintf("apple answer %d", i))
+			}
+			_ = rcAsk(t, m, ctIDCtx(zA), "apple")
+			mu.Lock()
+			defer mu.Unlock()
+			last := evs[len(evs)-1]
+			require.Equal(t, memories.RecallOpSearch, last.Op)
+			require.Equal(t, 4, last.Exchanges, "2·k hits and one per recent unit")
+		})
+	}
+}
+
+// zBlockIdx blocks its searches while armed.
+type zBlockIdx struct {
+	*retrieval.BM25
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (x *zBlockIdx) Search(ctx context.Context, scope, q string, k int) ([]retrieval.Hit, error) {
+	if x.armed.Load() {
+		x.entered <- struct{}{}
+		<-x.release
+	}
+	return x.BM25.Search(ctx, scope, q, k)
+}
+
+// A Clear of a conversation waits for a load of it that is searching.
+func TestRecallReview_ClearWaitsForTheConversationsSearch(t *testing.T) {
+	b, err := retrieval.NewBM25()
+	require.NoError(t, err)
+	idx := &zBlockIdx{BM25: b, entered: make(chan struct{}), release: make(chan struct{})}
+	m, err := memories.NewRecall(memories.WithIndex(idx), memories.WithRecallScope(memories.RecallScopeConversation), memories.WithK(1))
+	require.NoError(t, err)
+	zSave(t, m, zA, "apple", "ok")
+	idx.armed.Store(true)
+	loaded := make(chan struct{})
+	go func() { _, _ = m.LoadMemoryVariables(ctIDCtx(zA), map[string]any{"input": "apple"}); close(loaded) }()
+	<-idx.entered
+	idx.armed.Store(false)
+	cleared := make(chan struct{})
+	go func() { _ = m.Clear(ctIDCtx(zA)); close(cleared) }()
+	select {
+	case <-cleared:
+		t.Error("the Clear returned while a load of its conversation was searching")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(idx.release)
+	<-loaded
+	<-cleared
 }

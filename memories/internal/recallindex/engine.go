@@ -192,7 +192,8 @@ type Query struct {
 	// Text is what to search for ("" searches nothing; a dated query
 	// still brings its date's units).
 	Text string
-	// Want is how many hits the selection needs beyond the recent units.
+	// Want is how many hits the selection needs beyond the recent units
+	// (the search asks for these and as many as the recent units).
 	Want int
 	// Exclude is how many of the conversation's newest non-system
 	// messages a recent window shows: their units are marked recent.
@@ -208,6 +209,9 @@ type View struct {
 	Units []Unit
 	Hits  []retrieval.Hit
 	Dated []int
+	// Top is the best score the index answered with (0 for none), also
+	// when its unit is no longer stored: what a date boost scales with.
+	Top float64
 	// For a scope wider than the conversation: src[i] is the run of
 	// Units[i] (a run: consecutive units of one conversation), ids[run]
 	// its conversation, excl[i] whether it is one of the current
@@ -292,9 +296,11 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		// Transient: reported; search what is indexed.
 	}
 	exs := e.exs
-	e.mu.Unlock()
 	first := firstRecent(exs, q.Exclude)
 	if x.scoped() {
+		// A scoped load reads other conversations' entries: never with
+		// this one's lock held (no two entry locks at once).
+		e.mu.Unlock()
 		v, err := x.scopedHits(ctx, id, exs, first, q)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
@@ -304,6 +310,9 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		}
 		return v, nil
 	}
+	// A conversation's load keeps the entry locked through its search, as
+	// a Clear of the conversation waits for it.
+	defer e.mu.Unlock()
 	v := View{Units: exs, first: first, cur: id}
 	if first == 0 {
 		return View{}, nil // every unit is a recent one
@@ -313,7 +322,7 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		// Hits for units no longer stored (a durable index keeps what
 		// another writer cleared) take no place: ask again for more while
 		// they crowd out those wanted (up to maxSearch hits).
-		want := min(len(exs), q.Want)
+		want := min(len(exs), q.Want+len(exs)-first)
 		for ask := want; ; ask *= 4 {
 			hits, err = x.search(ctx, id, q.Text, ask)
 			if err != nil || len(hits) < ask || ask >= maxSearch || stored(exs, hits) >= want {
@@ -330,6 +339,9 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		}
 		// Transient (reported): use whatever hits came back (a degraded
 		// hybrid's), or none.
+	}
+	if len(hits) > 0 {
+		v.Top = hits[0].Score
 	}
 	for _, h := range hits {
 		if i, ok := unitAt(exs, h.Seq); ok {

@@ -528,7 +528,7 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	var hits []retrieval.Hit
 	var err error
 	if strings.TrimSpace(q.Text) != "" {
-		hits, err = x.search(ctx, id, q.Text, q.Want)
+		hits, err = x.search(ctx, id, q.Text, q.Want+len(cur)-first)
 		if err != nil && !retrieval.Permanent(err) && ctx.Err() == nil {
 			err = nil // transient, reported: use what came back
 		}
@@ -578,6 +578,9 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	// a selection may show), one run per stretch of them: a load reads and
 	// copies what it may show, not the conversations.
 	v := View{cur: id}
+	if len(hits) > 0 {
+		v.Top = hits[0].Score
+	}
 	at := map[recallUnitKey]int{}
 	gone := map[identity][]int64{}
 	for _, cid := range convs {
