@@ -625,7 +625,7 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	m.threshold = r.Min
 	if s.thresholdSet {
 		if !r.Contains(s.threshold) {
-			return nil, fmt.Errorf("%w: WithThreshold(%v): the threshold must lie in %s, the score range of index %s", ErrInvalidOption, s.threshold, r, recallIndexName(m.idx))
+			return nil, fmt.Errorf("%w: WithThreshold(%v): the threshold must lie in %s, the score range of index %s", ErrInvalidOption, s.threshold, r, recallindex.IndexName(m.idx))
 		}
 		m.threshold = s.threshold
 	}
@@ -647,7 +647,7 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		return nil, fmt.Errorf("%w: WithRecallScope(%s): the store %T cannot list conversations (it does not implement store.Users); use a store of memstack, or RecallScopeConversation", ErrInvalidOption, s.scope, m.cfg.store)
 	case s.scopeSet && s.scope != RecallScopeConversation && durable:
 		return nil, fmt.Errorf("%w: WithRecallScope(%s): the index %s keeps entries outside the process (retrieval.Durable), and a Clear of one conversation after a store-level Forget could not find that conversation's entries among the scope's: "+
-			"a scope wider than the conversation needs an in-process index (the default BM25, or WithIndex of one) for now", ErrInvalidOption, s.scope, recallIndexName(m.idx))
+			"a scope wider than the conversation needs an in-process index (the default BM25, or WithIndex of one) for now", ErrInvalidOption, s.scope, recallindex.IndexName(m.idx))
 	case s.scopeSet:
 		m.scope = s.scope
 	case !lists || durable:
@@ -681,12 +681,10 @@ func (m *Recall) lexical() (*retrieval.BM25, error) {
 	return x, nil
 }
 
-func recallIndexName(idx retrieval.Index) string { return recallindex.IndexName(idx) }
-
 // String describes the memory's configuration.
 func (m *Recall) String() string {
 	return m.describe("Recall", fmt.Sprintf("index=%s, scope=%s, k=%d, budget_k=%d, threshold=%g, neighbours=%d, neighbour_share=%g, context_weight=%g, exclude_recent=%d, dates=%t, query_dates=%t",
-		recallIndexName(m.idx), m.scope, m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
+		recallindex.IndexName(m.idx), m.scope, m.k, m.budgetK, m.threshold, m.neighbours, m.share, m.ctxWeight, m.exclude, m.dates, m.queryDates))
 }
 
 // engineScope is s as the engine names it.

@@ -174,9 +174,14 @@ func categories(b *strings.Builder, d data) {
 }
 
 func byCategory(answers []locomo.Answer, c int) []locomo.Answer {
+	return answersWhere(answers, func(a locomo.Answer) bool { return a.Category == c })
+}
+
+// answersWhere returns the answers keep selects.
+func answersWhere(answers []locomo.Answer, keep func(locomo.Answer) bool) []locomo.Answer {
 	var out []locomo.Answer
 	for _, a := range answers {
-		if a.Category == c {
+		if keep(a) {
 			out = append(out, a)
 		}
 	}
@@ -331,13 +336,7 @@ func sessionsSection(b *strings.Builder, d data) {
 
 // ofConversation returns the answers of conversation id.
 func ofConversation(answers []locomo.Answer, id string) []locomo.Answer {
-	var out []locomo.Answer
-	for _, a := range answers {
-		if a.Conversation == id {
-			out = append(out, a)
-		}
-	}
-	return out
+	return answersWhere(answers, func(a locomo.Answer) bool { return a.Conversation == id })
 }
 
 // conversationRow writes the per-conversation table's row of id from

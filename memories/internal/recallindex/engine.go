@@ -113,9 +113,6 @@ func New(c Config) *Engine {
 	return x
 }
 
-// Durable reports whether the index keeps entries outside the process.
-func (x *Engine) Durable() bool { return x.durable != nil }
-
 // report passes one operation to Config.Report.
 func (x *Engine) report(id identity, op string, n int, took time.Duration, err error) {
 	if x.cfg.Report != nil {
@@ -182,10 +179,6 @@ func (u Unit) Msgs() []llms.ChatMessage { return u.msgs }
 
 // At is when the unit's first message was saved.
 func (u Unit) At() time.Time { return u.at }
-
-// Opens reports whether msg opens a unit: a human message, and in turn
-// units an AI message too.
-func (x *Engine) Opens(msg llms.ChatMessage) bool { return x.opens(msg) }
 
 // Query is one load's search.
 type Query struct {

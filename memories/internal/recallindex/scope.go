@@ -132,20 +132,24 @@ func (x *Engine) journalID(id identity) identity {
 	return identity{Tenant: id.Tenant, User: id.User, Conversation: store.UserRecallJournalConversation}
 }
 
-// scopeEntry returns the entry of id's scope, marked in use; the caller
-// releases it with x.scopes.Release(x.ns(id)).
-func (x *Engine) scopeEntry(id identity) *recallScopeEntry {
-	return x.scopes.Acquire(x.ns(id))
-}
-
 // assign gives docs, units of conversation id (Seq: the unit's first
 // Seq; at their times), the doc IDs of id's scope, in place.
 func (x *Engine) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
+	x.withOwners(id, func(u *recallScopeEntry) { u.assign(id, docs, at) })
+}
+
+// withOwners runs f on the entry of id's scope with its doc IDs locked.
+func (x *Engine) withOwners(id identity, f func(*recallScopeEntry)) {
 	ns := x.ns(id)
 	u := x.scopes.Acquire(ns)
 	defer x.scopes.Release(ns)
 	u.omu.Lock()
 	defer u.omu.Unlock()
+	f(u)
+}
+
+// assign is Engine.assign with u.omu held.
+func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
 	if u.owner == nil {
 		u.owner, u.docs = make(map[int64]recallOwner), make(map[recallUnitKey]int64)
 	}
@@ -165,37 +169,31 @@ func (x *Engine) assign(id identity, docs []retrieval.Doc, at map[int64]time.Tim
 // owned returns the first Seqs of the units of conversation id that the
 // scope's entry holds.
 func (x *Engine) owned(id identity) []int64 {
-	ns := x.ns(id)
-	u := x.scopes.Acquire(ns)
-	defer x.scopes.Release(ns)
-	u.omu.Lock()
-	defer u.omu.Unlock()
 	var out []int64
-	for k := range u.docs {
-		if k.id == id {
-			out = append(out, k.seq)
+	x.withOwners(id, func(u *recallScopeEntry) {
+		for k := range u.docs {
+			if k.id == id {
+				out = append(out, k.seq)
+			}
 		}
-	}
+	})
 	return out
 }
 
 // disown forgets the units seqs of conversation id and returns their doc
 // IDs.
 func (x *Engine) disown(id identity, seqs []int64) []int64 {
-	ns := x.ns(id)
-	u := x.scopes.Acquire(ns)
-	defer x.scopes.Release(ns)
-	u.omu.Lock()
-	defer u.omu.Unlock()
 	var docs []int64
-	for _, s := range seqs {
-		k := recallUnitKey{id, s}
-		if doc, ok := u.docs[k]; ok {
-			docs = append(docs, doc)
-			delete(u.docs, k)
-			delete(u.owner, doc)
+	x.withOwners(id, func(u *recallScopeEntry) {
+		for _, s := range seqs {
+			k := recallUnitKey{id, s}
+			if doc, ok := u.docs[k]; ok {
+				docs = append(docs, doc)
+				delete(u.docs, k)
+				delete(u.owner, doc)
+			}
 		}
-	}
+	})
 	return docs
 }
 
