@@ -409,7 +409,12 @@ func (s *bm25Scope) nearLen(i int, near [2]float64) float64 {
 
 // searchNear is Search with neighbour weights (see WithNeighbourWeights):
 // the same scoring over each doc's terms and its neighbours', weighted.
-// The caller holds s.mu for reading.
+// It goes term by term: the term's weighted frequency at every position
+// its postings reach, then its idf (its df is the number of positions
+// reached), then each reached doc's score grows by the term's share, so
+// the working arrays hold one value a doc whatever the number of terms.
+// They come from nearBufs and go back there zeroed: a search allocates
+// what it returns, not what it scores. The caller holds s.mu for reading.
 func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	n := len(s.order)
 	avg := s.ctotal / float64(n) // Add keeps ctotal up to date
@@ -417,66 +422,129 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		avg = 1
 	}
 	weight := [5]float64{near[1], near[0], 1, near[0], near[1]} // by offset -2..2
-	nt := len(terms)
-	// The candidates: slot[d]-1 indexes cand (positions) and ctf (their
-	// weighted frequencies, nt per candidate).
-	slot := make([]int32, n)
-	// Each posting makes at most 5 candidates (itself and two neighbours
-	// on each side): size the candidate arrays once.
-	most := 0
-	for _, t := range terms {
-		most += 5 * len(s.postings[t])
+	buf := nearBufs.Get().(*nearBuf)
+	defer buf.put()
+	if cap(buf.score) < n {
+		buf.score, buf.tf = make([]float64, n), make([]float64, n)
 	}
-	most = min(most, n)
-	cand := make([]int, 0, most)
-	ctf := make([]float64, 0, most*nt)
-	idf := make([]float64, nt)
+	score, tf := buf.score[:n], buf.tf[:n]
+	cand, reached := buf.cand[:0], buf.reached[:0]
 	var norm float64
-	for ti, t := range terms {
-		df, p := 0, 0
+	for _, t := range terms {
+		reached = reached[:0]
+		from := 0
 		for _, ps := range s.postings[t] {
-			// Postings and order are both in Seq order: search forward.
-			q, ok := slices.BinarySearch(s.order[p:], ps.seq)
-			p += q
+			// Postings and order are both in Seq order, and every
+			// posting's Seq is in the order: search forward, from just
+			// after the last one found.
+			p, ok := seekSeq(s.order, from, ps.seq)
 			if !ok {
 				continue
 			}
+			from = p + 1
 			for off := -2; off <= 2; off++ {
 				d, w := p+off, weight[off+2]
-				if d < 0 || d >= n || w == 0 {
+				if d < 0 || d >= n || w*ps.tf == 0 {
 					continue
 				}
-				c := int(slot[d]) - 1
-				if c < 0 {
-					c = len(cand)
-					slot[d] = int32(c + 1)
-					cand = append(cand, d)
-					for range nt {
-						ctf = append(ctf, 0)
-					}
+				if tf[d] == 0 {
+					reached = append(reached, int32(d))
 				}
-				if ctf[c*nt+ti] == 0 {
-					df++
-				}
-				ctf[c*nt+ti] += w * ps.tf
+				tf[d] += w * ps.tf
 			}
 		}
-		idf[ti] = math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
-		norm += idf[ti] * (BM25K1 + 1)
-	}
-	hits := make([]Hit, 0, len(cand))
-	for c, d := range cand {
-		dl := s.nearLen(d, near)
-		sc := 0.0
-		for ti, tf := range ctf[c*nt : (c+1)*nt] {
-			if tf > 0 {
-				sc += idf[ti] * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
+		df := float64(len(reached))
+		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		norm += idf * (BM25K1 + 1)
+		for _, d := range reached {
+			f := tf[d]
+			tf[d] = 0
+			dl := s.nearLen(int(d), near)
+			c := idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*dl/avg))
+			if c == 0 {
+				continue // only with weights so small the product underflows
 			}
+			if score[d] == 0 {
+				cand = append(cand, d) // score stays > 0 from here on
+			}
+			score[d] += c
 		}
-		hits = append(hits, Hit{Seq: s.order[d], Score: sc / norm})
 	}
-	hits = topHits(hits, k)
-	return hits
+	top := newTopK(k)
+	for _, d := range cand {
+		top.offer(Hit{Seq: s.order[d], Score: score[d] / norm})
+		score[d] = 0 // the buffer goes back zeroed
+	}
+	buf.cand, buf.reached = cand, reached
+	return top.hits()
+}
+
+// seekSeq returns the position of seq in order, searching from position
+// from on (order is sorted, and seq is not before order[from]), and
+// whether it is there; if not, the position it would have. It gallops:
+// the cost grows with the log of the distance moved, so a walk through
+// the postings of a term most docs hold costs O(1) a posting.
+func seekSeq(order []int64, from int, seq int64) (int, bool) {
+	if from < len(order) && order[from] >= seq {
+		return from, order[from] == seq
+	}
+	lo, step := from, 1
+	hi := lo + step
+	for hi < len(order) && order[hi] < seq {
+		lo = hi
+		step *= 2
+		hi = lo + step
+	}
+	hi = min(hi+1, len(order)) // order[hi] >= seq: in the range
+	i, ok := slices.BinarySearch(order[lo:hi], seq)
+	return lo + i, ok
+}
+
+// nearBuf is searchNear's working arrays, kept between searches: score
+// and tf are all zeros when it is put back.
+type nearBuf struct {
+	score, tf     []float64 // by position in the order
+	cand, reached []int32   // positions
+}
+
+// maxKeptBuf bounds the buffers kept for the next search, in elements: a
+// search of a huge scope does not pin its arrays.
+const maxKeptBuf = 1 << 20
+
+var nearBufs = sync.Pool{New: func() any { return new(nearBuf) }}
+
+func (b *nearBuf) put() {
+	if cap(b.score) > maxKeptBuf {
+		return
+	}
+	nearBufs.Put(b)
+}
+
+// topK keeps the k best hits offered (see sortHits' order) in a bounded
+// heap: O(log k) an offer, k hits of memory.
+type topK struct {
+	k int
+	h hitHeap
+}
+
+func newTopK(k int) *topK { return &topK{k: k, h: make(hitHeap, 0, min(k, 64))} }
+
+func (t *topK) offer(x Hit) {
+	if len(t.h) < t.k {
+		heap.Push(&t.h, x)
+		return
+	}
+	if better(x, t.h[0]) {
+		t.h[0] = x
+		heap.Fix(&t.h, 0)
+	}
+}
+
+// hits returns the kept hits, best first.
+func (t *topK) hits() []Hit {
+	out := []Hit(t.h)
+	sortHits(out)
+	return out
 }
 
 // Delete removes scope's docs.

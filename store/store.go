@@ -292,6 +292,22 @@ type Messages interface {
 	Clear(ctx context.Context, id memstack.Identity) error
 }
 
+// MultiStat is implemented by a Store that can read the Stats of many
+// identities in one round trip: a Recall searching a user's conversations
+// checks every conversation its load shows with it, so a load over a
+// networked store costs a round trip, not one per conversation.
+// redisstore (a pipeline) and pgstore (a batch) implement it; the
+// in-process stores need not. Package storetest checks it.
+type MultiStat interface {
+	// StatMany returns the Stat of each of ids, in the order of ids (an
+	// identity given twice gets its Stat twice). Each Stat is what Stat
+	// would have returned at some moment during the call; the Stats of
+	// different identities need not be of one moment. Whatever Stat
+	// refuses (a closed store, a done ctx) StatMany refuses, naming the
+	// identity, and returns no Stat.
+	StatMany(ctx context.Context, ids []memstack.Identity) ([]Stat, error)
+}
+
 // ProcessState is implemented by a Store whose state values live in
 // process memory only while its messages may outlive the process — History,
 // over a langchaingo history that may be persistent. A memory that moves

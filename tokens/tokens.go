@@ -103,7 +103,6 @@ var (
 const (
 	lineCacheSize = 16384 // lines whose counts are kept
 	maxCachedLine = 4096  // bytes; longer lines are counted every time
-	splitAbove    = 256   // bytes; shorter texts are counted whole
 )
 
 type tiktokenCounter struct {
@@ -114,7 +113,7 @@ type tiktokenCounter struct {
 // CountTokens counts ordinary tokens: special-token text such as
 // "<|endoftext|>" in a message counts as plain text and never panics.
 //
-// A long text is counted piece by piece, each piece's count cached: the
+// A text is counted piece by piece, each piece's count cached: the
 // rendered variables a memory loads repeat the same lines from load to
 // load, so counting a prompt-sized text costs a few map look-ups. The sum
 // is exact, not an estimate: a text is cut only after a run of line
@@ -122,26 +121,69 @@ type tiktokenCounter struct {
 // a boundary of cl100k's pre-tokenizer (its pattern ends every match that
 // holds a line break at the last break, and no match starts with a line
 // break followed by that character), and BPE never merges across such a
-// boundary. A line longer than 1 KiB is cut further, before a word (see
-// splitLong), so counting costs time linear in the text's length whatever
-// it holds; only a run of over 1 KiB without a space is counted in chunks,
-// within a token or so per KiB of its exact count.
+// boundary. Each piece is cut once more before its end (see tail): the
+// line breaks after a letter or digit, or the punctuation at the end of a
+// line with the breaks after it, are a match of their own, so a line
+// counted alone (an item a budget weighs) and the same line inside a
+// rendered variable share their cached count. A line longer than 1 KiB is
+// cut further, before a word (see splitLong), so counting costs time
+// linear in the text's length whatever it holds; only a run of over 1 KiB
+// without a space is counted in chunks, within a token or so per KiB of
+// its exact count.
 func (c tiktokenCounter) CountTokens(text string) int {
 	if text == "" {
 		return 0
 	}
-	if len(text) <= splitAbove || c.lines == nil {
+	if c.lines == nil {
 		return len(c.t.EncodeOrdinary(text))
 	}
 	n := 0
 	for start := 0; start < len(text); {
 		end := nextCut(text, start)
-		for _, p := range splitLong(text[start:end]) {
+		body, tail := splitTail(text[start:end])
+		for _, p := range splitLong(body) {
 			n += c.countPiece(p)
 		}
+		n += c.countPiece(tail)
 		start = end
 	}
 	return n
+}
+
+// splitTail cuts a piece (see nextCut) into its body and its tail, where
+// cl100k's pre-tokenizer always has a match boundary: the tail is the
+// piece's trailing line breaks, after a letter or a digit; or its
+// trailing punctuation run (with the one space before it, if any) and the
+// line breaks after it, after a letter or a digit. No match of the
+// pattern holds a letter or digit and a line break, or a letter or digit
+// and the punctuation after it (a letter's match ends at its last letter,
+// a number's at its third digit, and the punctuation alternative " ?[^\s
+// \p{L}\p{N}]+[\r\n]*" starts with the space or the punctuation), and the
+// body ends with a letter or digit, so no look-ahead in it reaches past
+// its end: the body and the tail count alone what they count together.
+// Any other piece is its own body, with no tail. (Only ASCII punctuation
+// is cut off: it is punctuation to the pattern whatever the Unicode
+// version of the regexp engine.)
+func splitTail(p string) (body, tail string) {
+	e := len(p)
+	for e > 0 && (p[e-1] == '\n' || p[e-1] == '\r') {
+		e--
+	}
+	cut := e
+	for cut > 0 && isASCIIPunct(p[cut-1]) {
+		cut--
+	}
+	if cut < e && cut > 0 && p[cut-1] == ' ' {
+		cut-- // " ?": the punctuation's match takes one space before it
+	}
+	if cut == 0 {
+		return p, ""
+	}
+	r, _ := utf8.DecodeLastRuneInString(p[:cut])
+	if !unicode.IsLetter(r) && !unicode.IsNumber(r) {
+		return p, ""
+	}
+	return p[:cut], p[cut:]
 }
 
 // maxPiece is the longest piece counted at once, in bytes: BPE's cost
@@ -182,6 +224,12 @@ func splitLong(p string) []string {
 	return append(out, p)
 }
 
+// isASCIIPunct reports whether b is ASCII punctuation or a symbol: not a
+// letter, digit, white space or control character.
+func isASCIIPunct(b byte) bool {
+	return b > ' ' && b < 0x7f && !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9')
+}
+
 // startsLetter reports whether s starts with a letter.
 func startsLetter(s string) bool {
 	r, _ := utf8.DecodeRuneInString(s)
@@ -215,6 +263,9 @@ func isSpaceAt(text string, i int) bool {
 }
 
 func (c tiktokenCounter) countPiece(p string) int {
+	if p == "" {
+		return 0
+	}
 	if len(p) > maxCachedLine {
 		return len(c.t.EncodeOrdinary(p))
 	}

@@ -79,17 +79,30 @@ func TestCL100KPiecewiseIsExact(t *testing.T) {
 	enc, err := tokens.NewCL100KEncoder()
 	require.NoError(t, err)
 	parts := []string{"Human: ", "AI: ", "hello", "world", " ", "  ", "\n", "\n\n", "\r\n", "\n ", " \n", ".", "!", "?\n",
-		"[8 May 2023]", "123", "4567", "'s", "'re", "é", "naïve", "数据", "—", "\t", "\n\t", "x", "Z", "(", ")", ",", "\"", "😀"}
+		"[8 May 2023]", "123", "4567", "'s", "'re", "é", "naïve", "数据", "—", "\t", "\n\t", "x", "Z", "(", ")", ",", "\"", "😀",
+		" .", "...", "?!", " :)\n", "'", "\u00a0", "\u2028", "-", "°", "½", "Ⅻ", "٣", "\v", "\x85", "’"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < 4000; i++ {
 		var b strings.Builder
-		for b.Len() < 300+rng.IntN(1500) {
+		for b.Len() < 1+rng.IntN(1800) {
 			b.WriteString(parts[rng.IntN(len(parts))])
 		}
 		text := b.String()
 		want := len(enc.EncodeOrdinary(text))
 		require.Equal(t, want, c.CountTokens(text), "text %q", text)
 		require.Equal(t, want, c.CountTokens(text), "cached, text %q", text)
+	}
+}
+
+// A line counted alone (an item a budget weighs) and the same line
+// inside a rendered variable, with a line break after it, share their
+// cached count: their pieces' bodies are the same.
+func TestCL100KLineAndRenderShareAPiece(t *testing.T) {
+	for _, line := range []string{"AI: we settled on the blue plan.", "Human: what did we decide?", "AI: Friday 12", "Human: ok :)", "AI: fine ."} {
+		alone := tokens.PiecesOf(line)
+		inside := tokens.PiecesOf("[8 May 2023]\n" + line + "\nHuman: and then?")
+		require.NotEmpty(t, alone)
+		assert.Contains(t, inside, alone[0], "the line %q", line)
 	}
 }
 

@@ -197,6 +197,54 @@ func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, err
 	return st, nil
 }
 
+// StatMany implements store.MultiStat: Stat's query once per identity,
+// sent in one batch (one round trip), each read like Stat.
+func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.Stat, error) {
+	for _, id := range ids {
+		if err := s.check(ctx, "StatMany", id); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]store.Stat, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	failed := -1 // the identity whose read failed
+	err := s.retry(ctx, func() error {
+		b := &pgx.Batch{}
+		for i, id := range ids {
+			k := identOf(id)
+			b.Queue(s.q.stat, k.hash, s.ns, k.key).QueryRow(func(r pgx.Row) error {
+				var count int64
+				var st store.Stat
+				err := r.Scan(&count, &st.FirstSeq, &st.LastSeq)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows) || err == nil && count == 0:
+					out[i] = store.Stat{}
+				case err != nil:
+					failed = i
+					return err
+				default:
+					st.Count = int(count)
+					out[i] = st
+				}
+				return nil
+			})
+		}
+		return s.pool.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		id := ids[0]
+		if failed >= 0 {
+			id = ids[failed]
+		}
+		return nil, s.wrap("StatMany", identOf(id), err)
+	}
+	return out, nil
+}
+
+var _ store.MultiStat = (*Store)(nil)
+
 // RemovePrefix implements store.Store.
 func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through int64) (int, error) {
 	if err := s.check(ctx, "RemovePrefix", id); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/storekit"
@@ -234,6 +236,62 @@ func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, err
 	if err != nil {
 		return store.Stat{}, s.fail(ctx, op, id, err)
 	}
+	return s.parseStat(ctx, op, id, res)
+}
+
+// StatMany implements store.MultiStat: one pipeline of statScript, one
+// reply per identity, so a Recall's load checks the conversations it
+// shows in one round trip. (The script is loaded first when the server
+// does not know it yet.)
+func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.Stat, error) {
+	const op = "StatMany"
+	for _, id := range ids {
+		if err := s.begin(ctx, op, id); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) == 0 {
+		return []store.Stat{}, nil
+	}
+	run := func() ([]*redis.Cmd, error) {
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = statScript.EvalSha(ctx, pipe, []string{s.keysOf(id).msgs})
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = statScript.Load(ctx, s.client).Err(); err == nil {
+			cmds, err = run()
+		}
+	}
+	out := make([]store.Stat, len(ids))
+	for i, id := range ids {
+		if err != nil {
+			if cerr := cmds[i].Err(); cerr != nil {
+				return nil, s.fail(ctx, op, id, cerr)
+			}
+			continue
+		}
+		res, err := cmds[i].Slice()
+		if err != nil {
+			return nil, s.fail(ctx, op, id, err)
+		}
+		if out[i], err = s.parseStat(ctx, op, id, res); err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, s.fail(ctx, op, ids[0], err)
+	}
+	return out, nil
+}
+
+// parseStat reads statScript's reply for id.
+func (s *Store) parseStat(ctx context.Context, op string, id memstack.Identity, res []any) (store.Stat, error) {
 	if len(res) != 3 {
 		return store.Stat{}, s.fail(ctx, op, id, fmt.Errorf("unexpected script reply with %d elements", len(res)))
 	}
@@ -252,6 +310,8 @@ func (s *Store) Stat(ctx context.Context, id memstack.Identity) (store.Stat, err
 	}
 	return store.Stat{Count: int(count), FirstSeq: seqs[0], LastSeq: seqs[1]}, nil
 }
+
+var _ store.MultiStat = (*Store)(nil)
 
 // removeChunk is the most non-system messages one script of RemovePrefix
 // removes: each script holds the server for about a millisecond, so a

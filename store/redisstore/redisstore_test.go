@@ -1274,3 +1274,25 @@ func TestErrorsNameTheIdentity(t *testing.T) {
 	assert.Contains(t, err.Error(), alice.Key())
 	assert.False(t, errors.Is(err, store.ErrCorrupt))
 }
+
+// StatMany works on a server that has never run the Stat script, or
+// whose script cache was flushed (a restart, SCRIPT FLUSH): it loads the
+// script and answers, rather than failing with NOSCRIPT.
+func TestStatManyAfterScriptFlush(t *testing.T) {
+	addr := testsvc.Redis(t)
+	ctx := context.Background()
+	s, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("flush-"+t.Name()))
+	require.NoError(t, err)
+	defer s.Close()
+	id := memstack.Identity{User: "u", Conversation: "c"}
+	require.NoError(t, s.Append(ctx, id, llms.HumanChatMessage{Content: "hi"}))
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	got, err := s.StatMany(ctx, []memstack.Identity{id, {User: "none"}})
+	require.NoError(t, err)
+	want, err := s.Stat(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []store.Stat{want, {}}, got)
+	assert.Equal(t, 1, want.Count)
+}

@@ -25,6 +25,7 @@ var cases = []testCase{
 	{"AppendKeyValidated", testAppendKeyValidated},
 	{"All", testAll},
 	{"Stat", testStat},
+	{"StatMany", testStatMany},
 	{"RemovePrefix", testRemovePrefix},
 	{"RemovePrefixPinsSystemMessages", testRemovePrefixPinsSystem},
 	{"Clear", testClear},

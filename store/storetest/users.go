@@ -86,11 +86,18 @@ func unwrap(s store.Store) store.Store {
 
 func rewriterOf(t *testing.T, s store.Store) store.Rewriter {
 	t.Helper()
-	rw, ok := unwrap(s).(store.Rewriter)
+	return optional[store.Rewriter](t, s, "store.Rewriter")
+}
+
+// optional returns s as the optional interface T, named what, or skips t
+// when s does not implement it.
+func optional[T any](t *testing.T, s store.Store, what string) T {
+	t.Helper()
+	v, ok := unwrap(s).(T)
 	if !ok {
-		t.Skipf("%T is not a store.Rewriter", s)
+		t.Skipf("%T is not a %s", s, what)
 	}
-	return rw
+	return v
 }
 
 func testRewrite(t *testing.T, e *env) {
@@ -185,11 +192,7 @@ func testRewriteAtomic(t *testing.T, e *env) {
 
 func usersOf(t *testing.T, s store.Store) store.Users {
 	t.Helper()
-	u, ok := unwrap(s).(store.Users)
-	if !ok {
-		t.Skipf("%T is not a store.Users", s)
-	}
-	return u
+	return optional[store.Users](t, s, "store.Users")
 }
 
 // tenant returns the tenant the Users cases of this subtest write: one

@@ -498,16 +498,78 @@ func unitSeqs(exs []Unit) []int64 {
 	return out
 }
 
-// otherUnits reads the units of conversation cid for a load.
-func (x *Engine) otherUnits(ctx context.Context, cid identity) ([]Unit, error) {
+// otherUnits reads the units of conversation cid for a load. known, when
+// not nil, is cid's Stat read during this load (store.MultiStat): units
+// read at that Stat are current without another round trip.
+func (x *Engine) otherUnits(ctx context.Context, cid identity, known *store.Stat) ([]Unit, error) {
 	e := x.acquire(cid)
 	defer x.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if known != nil && e.exsOK && *known == e.exsStat {
+		return e.exs, nil
+	}
 	if _, err := x.refreshExchanges(ctx, cid, e); err != nil && !errors.As(err, new(recallResetError)) {
 		return nil, err
 	}
 	return e.exs, nil
+}
+
+// readParallel bounds the other conversations a load reads at once.
+const readParallel = 8
+
+// readOthers reads the units of the conversations convs for a load
+// (otherUnits). units[i] and errs[i] are convs[i]'s. Over a networked
+// store a load costs about what it shows, not a round trip per
+// conversation one after another: a store.MultiStat checks them all in
+// one round trip (and only those that changed are read again); another
+// store's are read up to readParallel at once (the in-memory store, which
+// answers in microseconds, one after another). A panic in a read (a
+// store's bug) does not end the process from a goroutine the caller
+// cannot guard: it is the load's error, as it would have been in the
+// caller's goroutine.
+func (x *Engine) readOthers(ctx context.Context, convs []identity) (units [][]Unit, errs []error, fatal error) {
+	units, errs = make([][]Unit, len(convs)), make([]error, len(convs))
+	var stats []store.Stat
+	if ms, ok := x.cfg.Store.(store.MultiStat); ok && len(convs) > 1 {
+		var err error
+		if stats, err = ms.StatMany(ctx, convs); err != nil || len(stats) != len(convs) {
+			stats = nil // each conversation is checked on its own below
+		}
+	}
+	_, inMemory := x.cfg.Store.(*store.InMemory)
+	if len(convs) <= 1 || inMemory || stats != nil {
+		for i, cid := range convs {
+			var known *store.Stat
+			if stats != nil {
+				known = &stats[i]
+			}
+			units[i], errs[i] = x.otherUnits(ctx, cid, known)
+		}
+		return units, errs, nil
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		panics []error
+	)
+	sem := make(chan struct{}, readParallel)
+	for i, cid := range convs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				<-sem
+				if p := recover(); p != nil {
+					mu.Lock()
+					panics = append(panics, fmt.Errorf("memstack: reading a conversation's history panicked: %v", p))
+					mu.Unlock()
+				}
+			}()
+			units[i], errs[i] = x.otherUnits(ctx, cid, nil)
+		})
+	}
+	wg.Wait()
+	return units, errs, errors.Join(panics...)
 }
 
 // scopedHits searches the scope's index for q and gathers the units the
@@ -581,16 +643,20 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	}
 	at := map[recallUnitKey]int{}
 	gone := map[identity][]int64{}
-	for _, cid := range convs {
+	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1])
+	if fatal != nil {
+		return View{}, fatal
+	}
+	if err := ctx.Err(); err != nil {
+		return View{}, err
+	}
+	for ci, cid := range convs {
 		exs := cur
 		if cid != id {
-			var err error
-			if exs, err = x.otherUnits(ctx, cid); err != nil {
-				if cerr := ctx.Err(); cerr != nil {
-					return View{}, cerr
-				}
+			if oerrs[ci] != nil {
 				continue // that conversation's units are left out; the rest stand
 			}
+			exs = others[ci]
 		}
 		var pos []int
 		for _, seq := range byConv[cid] {
