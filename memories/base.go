@@ -129,6 +129,30 @@ func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...ll
 	return at, nil
 }
 
+// appendWith stores msgs for id as append does and, in the same atomic
+// step, extra for extraID (what a layer records besides the caller's
+// messages: Recall's journal entry), when the store is a
+// store.MultiAppender; it reports whether it did. For another store it
+// stores nothing and returns false: the caller appends msgs, then extra.
+// Under a save key each batch gets the append key append would give it.
+func (b *base) appendWith(ctx context.Context, id memstack.Identity, msgs []llms.ChatMessage, extraID memstack.Identity, extra ...llms.ChatMessage) (bool, error) {
+	ma, ok := b.cfg.store.(store.MultiAppender)
+	if !ok {
+		return false, nil
+	}
+	at := storekit.AppendTime(ctx)
+	sctx := memstack.WithTime(ctx, at)
+	batches := []store.Batch{{ID: id, Messages: msgs}, {ID: extraID, Messages: extra}}
+	if key, ok := memstack.SaveKeyFrom(ctx); ok {
+		batches[0].Key, batches[1].Key = appendKeyFor(key, msgs), appendKeyFor(key, extra)
+	}
+	if err := ma.AppendBatches(sctx, batches...); err != nil {
+		return false, fmt.Errorf("memstack: storing messages: %w", err)
+	}
+	observe.FromContext(ctx).SavedAt(at)
+	return true, nil
+}
+
 func (b *base) clear(ctx context.Context) (memstack.Identity, error) {
 	id, err := b.begin(ctx)
 	if err != nil {

@@ -707,10 +707,32 @@ func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any
 	if err != nil {
 		return err
 	}
-	if err := m.append(ctx, id, msgs...); err != nil {
+	return m.save(ctx, id, "turn", msgs...)
+}
+
+// save stores msgs for id and indexes them. For a Recall searching more
+// than the conversation, over a store.MultiAppender, the messages and
+// their journal entry are one write (the store's AppendBatches: both are
+// stored or neither, so no replica reads the entry before the turn);
+// over any other store the entry is written after the messages (see
+// recallindex.Engine.Saved).
+func (m *Recall) save(ctx context.Context, id identity, what string, msgs ...llms.ChatMessage) error {
+	jid, entry, scoped, err := m.eng.JournalEntry(id)
+	if err != nil {
 		return err
 	}
-	return m.eng.Saved(ctx, id, "turn")
+	journaled := false
+	if scoped {
+		if journaled, err = m.appendWith(ctx, id, msgs, jid, entry); err != nil {
+			return err
+		}
+	}
+	if !journaled {
+		if err := m.append(ctx, id, msgs...); err != nil {
+			return err
+		}
+	}
+	return m.eng.Saved(ctx, id, what, journaled)
 }
 
 // AddMessage stores one message of any role and indexes the unit it
@@ -721,10 +743,7 @@ func (m *Recall) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if err != nil {
 		return err
 	}
-	if err := m.append(ctx, id, msg); err != nil {
-		return err
-	}
-	return m.eng.Saved(ctx, id, "message")
+	return m.save(ctx, id, "message", msg)
 }
 
 // Clear removes the messages and the index entries of the identity in ctx,

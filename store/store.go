@@ -308,6 +308,37 @@ type MultiStat interface {
 	StatMany(ctx context.Context, ids []memstack.Identity) ([]Stat, error)
 }
 
+// MultiAppender is implemented by a Store that can append to several
+// identities in one atomic step. A Recall searching a user's
+// conversations records each saved turn in the user's recall journal: with
+// a MultiAppender the turn and its journal entry are one write, not two,
+// and no reader ever sees the entry without the turn. sqlitestore (where
+// writes are serialized, so a second write would cost a save nearly as
+// much again) and pgstore (one transaction) implement it; redisstore,
+// whose keys of two identities may live in two Redis Cluster slots, does
+// not, and the in-memory store needs not. Package storetest checks it.
+type MultiAppender interface {
+	// AppendBatches stores each batch as Append would store its Messages
+	// for its ID under its Key (an append key, "" for none: see
+	// WithAppendKey; the append key in ctx, if any, is not used), all in
+	// one atomic step: afterwards every batch is stored (a batch whose key
+	// its identity has already stores nothing, as with Append) or none
+	// is, and an error is returned. Every message is dated
+	// storekit.AppendTime(ctx). A batch with no messages is skipped. A bad
+	// batch (an invalid key, a message that cannot be stored) is an error
+	// wrapping ErrInvalidArgument where Append's would, naming the batch,
+	// and nothing is stored.
+	AppendBatches(ctx context.Context, batches ...Batch) error
+}
+
+// Batch is what MultiAppender.AppendBatches appends to one identity.
+type Batch struct {
+	ID       memstack.Identity
+	Messages []llms.ChatMessage
+	// Key is the batch's append key (WithAppendKey), "" for none.
+	Key string
+}
+
 // ProcessState is implemented by a Store whose state values live in
 // process memory only while its messages may outlive the process — History,
 // over a langchaingo history that may be persistent. A memory that moves

@@ -89,6 +89,72 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	return nil
 }
 
+// AppendBatches implements store.MultiAppender: every batch is queued as
+// Append queues it (each under its own append key), all in one
+// transaction, so the batches are stored together or not at all, all
+// dated storekit.AppendTime(ctx). The identities' locks are taken first,
+// in the order of their lock keys, so two calls that share identities
+// never wait for each other in a cycle. A bad batch is an error naming
+// it, and nothing is stored.
+func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error {
+	if len(batches) == 0 {
+		return s.check(ctx, "AppendBatches", memstack.Identity{})
+	}
+	for _, b := range batches {
+		if err := s.check(ctx, "AppendBatches", b.ID); err != nil {
+			return err
+		}
+	}
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
+		return fmt.Errorf("pgstore: AppendBatches of identity %q: %w", batches[0].ID.Key(), err)
+	}
+	type part struct {
+		k      ident
+		unit   string
+		bodies [][]byte
+		system []bool
+	}
+	var parts []part
+	var locks []int64
+	for i, b := range batches {
+		if b.Key != "" {
+			if err := storekit.CheckAppendKey(b.Key); err != nil {
+				return fmt.Errorf("pgstore: AppendBatches: batch %d of %d (identity %q): %w", i+1, len(batches), b.ID.Key(), err)
+			}
+		}
+		if len(b.Messages) == 0 {
+			continue
+		}
+		bodies, system, err := encodeTurn(b.Messages, at)
+		if err != nil {
+			return fmt.Errorf("pgstore: AppendBatches: batch %d of %d (identity %q): %w", i+1, len(batches), b.ID.Key(), err)
+		}
+		k := identOf(b.ID)
+		parts = append(parts, part{k, b.Key, bodies, system})
+		locks = append(locks, s.identityLock(k))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	err := s.write(ctx, func(b *pgx.Batch) {
+		for _, l := range locks {
+			b.Queue("SELECT pg_advisory_xact_lock($1)", l)
+		}
+		for _, p := range parts {
+			s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
+		}
+	})
+	if err != nil {
+		return s.wrap("AppendBatches", parts[0].k, err)
+	}
+	return nil
+}
+
+var _ store.MultiAppender = (*Store)(nil)
+
 // Last implements store.Store.
 func (s *Store) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
 	if err := s.check(ctx, "Last", id); err != nil {

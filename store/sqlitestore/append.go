@@ -6,21 +6,29 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/storekit"
 )
 
-// appendReq is one Append waiting to be committed.
+// appendReq is one Append (or one AppendBatches) waiting to be committed:
+// its parts are committed in one transaction, all or none.
 type appendReq struct {
-	ctx  context.Context
-	key  string
+	ctx   context.Context
+	parts []appendPart
+	err   error
+	done  chan struct{} // closed when err is final
+}
+
+// appendPart is what one request appends to one identity.
+type appendPart struct {
+	key  string // the identity's key
 	unit string // the append key, "" for none
 	rows []appendRow
-	err  error
-	done chan struct{} // closed when err is final
 }
 
 // span is what one group commit adds to one identity: n messages, Seqs
@@ -79,20 +87,36 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err != nil {
 		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
 	}
-	req := &appendReq{ctx: ctx, key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs)), done: make(chan struct{})}
+	part, err := newPart(id, unit, msgs, at)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
+	}
+	return s.commit(ctx, "Append", id, &appendReq{ctx: ctx, parts: []appendPart{part}, done: make(chan struct{})})
+}
+
+// newPart encodes msgs, dated at, as what a request appends to id under
+// the append key unit.
+func newPart(id memstack.Identity, unit string, msgs []llms.ChatMessage, at time.Time) (appendPart, error) {
+	part := appendPart{key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs))}
 	for i, m := range msgs {
 		data, err := storekit.EncodeMessageAt(m, at)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: Append to %s: message %d of %d: %w", id.Key(), i+1, len(msgs), err)
+			return appendPart{}, fmt.Errorf("message %d of %d: %w", i+1, len(msgs), err)
 		}
-		req.rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
+		part.rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
 	}
+	return part, nil
+}
+
+// commit queues req and waits until a writer (this call or another) has
+// committed it; op and id name it in errors.
+func (s *Store) commit(ctx context.Context, op string, id memstack.Identity, req *appendReq) error {
 	s.enqueue(req)
 	for {
 		select {
 		case <-req.done:
 			if req.err != nil {
-				return s.fail(ctx, "Append", id, req.err)
+				return s.fail(ctx, op, id, req.err)
 			}
 			return nil
 		case s.writer <- struct{}{}:
@@ -100,16 +124,59 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 			<-s.writer
 		case <-ctx.Done():
 			if s.withdraw(req) {
-				return s.fail(ctx, "Append", id, ctx.Err())
+				return s.fail(ctx, op, id, ctx.Err())
 			}
 			<-req.done // taken by a writer: its outcome is ours
 			if req.err != nil {
-				return s.fail(ctx, "Append", id, req.err)
+				return s.fail(ctx, op, id, req.err)
 			}
 			return nil
 		}
 	}
 }
+
+// AppendBatches implements store.MultiAppender: every batch's messages
+// are inserted as Append inserts them (each batch under its own append
+// key), all in one transaction, so the batches are stored together or
+// not at all, all dated storekit.AppendTime(ctx). A bad batch (an invalid
+// key, a message that cannot be encoded) is an error naming it, and
+// nothing is stored.
+func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error {
+	if len(batches) == 0 {
+		return s.begin(ctx, "AppendBatches", memstack.Identity{})
+	}
+	for _, b := range batches {
+		if err := s.begin(ctx, "AppendBatches", b.ID); err != nil {
+			return err
+		}
+	}
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
+		return fmt.Errorf("sqlitestore: AppendBatches to %s: %w", batches[0].ID.Key(), err)
+	}
+	req := &appendReq{ctx: ctx, done: make(chan struct{})}
+	for i, b := range batches {
+		if b.Key != "" {
+			if err := storekit.CheckAppendKey(b.Key); err != nil {
+				return fmt.Errorf("sqlitestore: AppendBatches: batch %d of %d (%s): %w", i+1, len(batches), b.ID.Key(), err)
+			}
+		}
+		if len(b.Messages) == 0 {
+			continue
+		}
+		part, err := newPart(b.ID, b.Key, b.Messages, at)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: AppendBatches: batch %d of %d (%s): %w", i+1, len(batches), b.ID.Key(), err)
+		}
+		req.parts = append(req.parts, part)
+	}
+	if len(req.parts) == 0 {
+		return nil
+	}
+	return s.commit(ctx, "AppendBatches", batches[0].ID, req)
+}
+
+var _ store.MultiAppender = (*Store)(nil)
 
 func (s *Store) enqueue(reqs ...*appendReq) {
 	s.qmu.Lock()
@@ -177,34 +244,36 @@ func (s *Store) commitQueued(ctx context.Context) {
 		var spans []span
 		at := map[string]int{}
 		for _, r := range live {
-			for j, row := range r.rows {
-				var unit any // NULL
-				if j == 0 && r.unit != "" {
-					unit = r.unit
-				}
-				res, err := ins.ExecContext(tctx, s.ns, r.key, row.system, row.data, unit)
-				if err != nil {
-					return err
-				}
-				if unit != nil {
-					if added, err := res.RowsAffected(); err != nil {
-						return fmt.Errorf("reading whether append key %q is new: %w", r.unit, err)
-					} else if added == 0 {
-						break // the key is stored, and so is its unit: store none of it
+			for _, p := range r.parts {
+				for j, row := range p.rows {
+					var unit any // NULL
+					if j == 0 && p.unit != "" {
+						unit = p.unit
 					}
+					res, err := ins.ExecContext(tctx, s.ns, p.key, row.system, row.data, unit)
+					if err != nil {
+						return err
+					}
+					if unit != nil {
+						if added, err := res.RowsAffected(); err != nil {
+							return fmt.Errorf("reading whether append key %q is new: %w", p.unit, err)
+						} else if added == 0 {
+							break // the key is stored, and so is its unit: store none of it
+						}
+					}
+					seq, err := res.LastInsertId()
+					if err != nil {
+						return fmt.Errorf("reading the Seq of an appended message: %w", err)
+					}
+					i, ok := at[p.key]
+					if !ok {
+						i = len(spans)
+						at[p.key] = i
+						spans = append(spans, span{key: p.key, first: seq})
+					}
+					spans[i].n++
+					spans[i].last = seq
 				}
-				seq, err := res.LastInsertId()
-				if err != nil {
-					return fmt.Errorf("reading the Seq of an appended message: %w", err)
-				}
-				i, ok := at[r.key]
-				if !ok {
-					i = len(spans)
-					at[r.key] = i
-					spans = append(spans, span{key: r.key, first: seq})
-				}
-				spans[i].n++
-				spans[i].last = seq
 			}
 		}
 		bump := tx.StmtContext(tctx, s.stmtBump)

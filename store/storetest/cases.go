@@ -23,6 +23,7 @@ var cases = []testCase{
 	{"AppendKeyStoresOnce", testAppendKeyOnce},
 	{"AppendKeyRacingStoresOnce", testAppendKeyRacing},
 	{"AppendKeyValidated", testAppendKeyValidated},
+	{"AppendBatches", testAppendBatches},
 	{"All", testAll},
 	{"Stat", testStat},
 	{"StatMany", testStatMany},

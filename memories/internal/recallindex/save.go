@@ -16,28 +16,37 @@ import (
 
 // Saved indexes what the store holds for id after a save (what: "turn"
 // or "message", for the error) and, for a scope wider than the
-// conversation, records the save in the scope's journal. A transient
-// indexing failure is reported and retried later (nil is returned); a
-// permanent one is returned, wrapped.
-func (x *Engine) Saved(ctx context.Context, id identity, what string) error {
+// conversation, records the save in the scope's journal — unless
+// journaled: the caller stored the entry (JournalEntry) with the turn. A
+// transient indexing failure is reported and retried later (nil is
+// returned); a permanent one is returned, wrapped.
+func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled bool) error {
 	e := x.acquire(id)
 	defer x.release(e)
+	if journaled {
+		err := x.sync(ctx, id, e, nil)
+		x.journaled(ctx, x.journalID(id))
+		if err != nil && retrieval.Permanent(err) {
+			return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)
+		}
+		return nil
+	}
 	// The journal entry and the indexing are independent: over a store
 	// behind a network the entry is written while the index syncs, so a
 	// save waits for the slower of the two round trips, not for both. (The
 	// in-memory store answers in microseconds: a goroutine would cost it
 	// more than it saves.)
-	var journaled chan error
+	var written chan error
 	_, inMemory := x.cfg.Store.(*store.InMemory)
 	if x.scoped() && !inMemory {
-		journaled = make(chan error, 1)
-		go func() { journaled <- x.journal(ctx, id) }()
+		written = make(chan error, 1)
+		go func() { written <- x.journal(ctx, id) }()
 	}
 	err := x.sync(ctx, id, e, nil)
 	var jerr error
 	switch {
-	case journaled != nil:
-		jerr = <-journaled
+	case written != nil:
+		jerr = <-written
 	case x.scoped():
 		jerr = x.journal(ctx, id)
 	}

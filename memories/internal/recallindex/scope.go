@@ -197,27 +197,48 @@ func (x *Engine) disown(id identity, seqs []int64) []int64 {
 	return docs
 }
 
+// JournalEntry returns, for a Recall searching more than the
+// conversation, the journal entry a save to id records and the journal's
+// identity, so that a caller whose store is a store.MultiAppender stores
+// the turn and its entry in one write (and then calls Saved with
+// journaled set); ok is false for a conversation-scoped Recall.
+func (x *Engine) JournalEntry(id identity) (jid identity, entry llms.ChatMessage, ok bool, err error) {
+	if !x.scoped() {
+		return identity{}, nil, false, nil
+	}
+	b, err := json.Marshal([2]string{id.User, id.Conversation})
+	if err != nil {
+		return identity{}, nil, false, fmt.Errorf("memstack: encoding the recall journal entry of %s: %w", id.Key(), err)
+	}
+	return x.journalID(id), llms.HumanChatMessage{Content: string(b)}, true, nil
+}
+
 // journal records, after a save to id, that id changed: one message in
 // the scope's journal (under the save's append key, so a retried save
 // records it once), and now and then trims the journal.
 func (x *Engine) journal(ctx context.Context, id identity) error {
-	entry, err := json.Marshal([2]string{id.User, id.Conversation})
+	jid, entry, _, err := x.JournalEntry(id)
 	if err != nil {
-		return fmt.Errorf("memstack: encoding the recall journal entry of %s: %w", id.Key(), err)
+		return err
 	}
-	jid := x.journalID(id)
 	// The turn is stored: recording it must not end with the caller's
 	// context (other replicas would never index it), only with its own
 	// time limit.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
 	defer cancel()
-	if err := x.cfg.Append(jctx, jid, llms.HumanChatMessage{Content: string(entry)}); err != nil {
+	if err := x.cfg.Append(jctx, jid, entry); err != nil {
 		return fmt.Errorf("memstack: turn stored; recording it in the recall journal: %w", err)
 	}
+	x.journaled(ctx, jid)
+	return nil
+}
+
+// journaled counts a journal entry recorded, and now and then trims the
+// journal jid.
+func (x *Engine) journaled(ctx context.Context, jid identity) {
 	if x.journalN.Add(1)%64 == 0 {
 		x.trimJournal(context.WithoutCancel(ctx), jid)
 	}
-	return nil
 }
 
 // trimJournal removes the oldest entries of the journal jid once it holds
