@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tmc/langchaingo/llms"
@@ -205,6 +208,62 @@ func (b *budget) count(text string) (int, error) {
 	}
 	b.counts.Add(text, n)
 	return n, nil
+}
+
+// parallelCountBytes is how many bytes of texts not counted before make
+// countAll count on more than one goroutine: below it, starting them
+// costs more than it saves.
+const parallelCountBytes = 4096
+
+// countAll returns the tokens of each of texts (count's). The texts not
+// counted before are counted on up to GOMAXPROCS goroutines (at most
+// four) when they are many: a recall layer offers a budget a few thousand
+// tokens of turns a load has not seen, and their counting is most of its
+// time. The first bad count is the error.
+func (b *budget) countAll(texts []string) ([]int, error) {
+	out := make([]int, len(texts))
+	var todo []int
+	size := 0
+	for i, t := range texts {
+		if n, ok := b.counts.Get(t); ok || t == "" {
+			out[i] = n
+			continue
+		}
+		todo = append(todo, i)
+		size += len(t)
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4, len(todo))
+	if size < parallelCountBytes || workers < 2 {
+		for _, i := range todo {
+			n, err := b.count(texts[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	errs := make([]error, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= len(todo) {
+					return
+				}
+				out[todo[j]], errs[j] = b.count(texts[todo[j]])
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // countNow counts text through tokens.Count, capped at maxCount.
@@ -619,13 +678,13 @@ func messageItems(msgs []llms.ChatMessage) []Item {
 // into units with their estimated cost. A bad count is an error naming
 // the child and the variable.
 func (m *Memory) units(vi int, v *variable) ([]unit, error) {
-	v.counts = make([]int, len(v.items))
+	texts := make([]string, len(v.items))
 	for i, it := range v.items {
-		n, err := m.budget.count(it.Text)
-		if err != nil {
-			return nil, fmt.Errorf("combined: token budget: %s: counting the tokens of %q: %w", m.name(v.child), v.key, err)
-		}
-		v.counts[i] = n
+		texts[i] = it.Text
+	}
+	var err error
+	if v.counts, err = m.budget.countAll(texts); err != nil {
+		return nil, fmt.Errorf("combined: token budget: %s: counting the tokens of %q: %w", m.name(v.child), v.key, err)
 	}
 	if v.whole {
 		return []unit{{v: vi, members: []int{0}, cost: v.counts[0], prio: 0}}, nil

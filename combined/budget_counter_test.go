@@ -157,3 +157,28 @@ func TestBudget_HugeCountsStayWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestBudget_ManyNewItemsCountedExactly: a load whose items were never
+// counted before (tens of kilobytes: counted on several goroutines) keeps
+// what fits exactly as a load with every count cached does, and its
+// tokens are the exact count of what it returns, within the budget.
+func TestBudget_ManyNewItemsCountedExactly(t *testing.T) {
+	ctx := context.Background()
+	c := cl100k(t)
+	var log trimLog
+	m := newBudgeted(t, []schema.Memory{mustBuffer()}, 2000, []combined.BudgetOption{combined.WithTrimHook(log.hook)})
+	for i := range 300 {
+		in, out := turn(fmt.Sprintf("question %d about the %s ferry timetable, and the weather on day %d?", i, strings.Repeat("x", i%7), i*31),
+			fmt.Sprintf("Answer %d: the ferry leaves at %d:%02d; bring %d coats.", i, i%24, i%60, i%5))
+		require.NoError(t, m.SaveContext(ctx, in, out))
+	}
+	first, err := m.LoadMemoryVariables(ctx, nil)
+	require.NoError(t, err)
+	tr := log.last(t)
+	assert.Equal(t, totalSize(t, c, first), tr.Tokens, "the tokens reported are the exact count")
+	assert.LessOrEqual(t, tr.Tokens, 2000)
+	assert.Greater(t, tr.Tokens, 1900, "the budget is filled")
+	again, err := m.LoadMemoryVariables(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "cached counts keep the same items")
+}

@@ -161,3 +161,26 @@ func TestSummary_EarlierSummariesNeedAStoreThatLists(t *testing.T) {
 	require.ErrorIs(t, err, memories.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "WithEarlierSummaries(1)")
 }
+
+// A new conversation's completion of the earlier ones checks the user's
+// conversations with one StatMany over a store.MultiStat, not a Stat each:
+// a user with many conversations costs a round trip.
+func TestSummary_EarlierConversationsCheckedInOneCall(t *testing.T) {
+	s := multiStatCounting{&statCounting{InMemory: store.NewInMemory()}}
+	sum := &suNotes{}
+	m, err := memories.NewSummary(sum, memories.WithStore(s), memories.WithEarlierSummaries(2))
+	require.NoError(t, err)
+	for c := range 8 {
+		id := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "c" + string(rune('a'+c))}
+		suSave(t, m, id, rsMay8.Add(time.Duration(c)*time.Hour), "Topic "+id.Conversation, "Noted.")
+	}
+	s.stats.Store(0)
+	s.manys.Store(0)
+	suSave(t, m, rsWeek2, rsMay8.AddDate(0, 0, 7), "Hello again", "Hi Ana.")
+	assert.EqualValues(t, 1, s.manys.Load())
+	assert.Less(t, s.stats.Load(), int64(8), "no Stat per earlier conversation")
+	shown := suLoad(t, m, rsWeek2)
+	assert.Contains(t, shown, "Topic ch")
+	assert.Contains(t, shown, "Topic cg")
+	assert.NotContains(t, shown, "Topic ca", "the two most recent only")
+}

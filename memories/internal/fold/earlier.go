@@ -111,16 +111,14 @@ func (x *Engine) completeEarlier(ctx context.Context, id identity) error {
 		id   identity
 		last int64
 	}
+	ids = slices.DeleteFunc(ids, func(cid identity) bool { return cid == id || storekit.Derived(cid) })
+	stats, err := statAll(ctx, x.cfg.Store, ids)
+	if err != nil {
+		return err
+	}
 	var due []todo
-	for _, cid := range ids {
-		if cid == id || storekit.Derived(cid) {
-			continue
-		}
-		st, err := x.cfg.Store.Stat(ctx, cid)
-		if err != nil {
-			return fmt.Errorf("memstack: reading the messages of %s: %w", cid.Key(), err)
-		}
-		if st.Count > 0 && st.LastSeq > done[cid.Conversation] {
+	for i, cid := range ids {
+		if st := stats[i]; st.Count > 0 && st.LastSeq > done[cid.Conversation] {
 			due = append(due, todo{cid, st.LastSeq})
 		}
 	}
@@ -135,6 +133,30 @@ func (x *Engine) completeEarlier(ctx context.Context, id identity) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// statAll returns the Stat of each of ids: in one round trip when s is a
+// store.MultiStat (a user with a thousand conversations costs one), else
+// one Stat each.
+func statAll(ctx context.Context, s store.Store, ids []identity) ([]store.Stat, error) {
+	if ms, ok := s.(store.MultiStat); ok && len(ids) > 1 {
+		stats, err := ms.StatMany(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: reading the messages of the user's conversations: %w", err)
+		}
+		if len(stats) == len(ids) {
+			return stats, nil
+		}
+	}
+	stats := make([]store.Stat, len(ids))
+	for i, cid := range ids {
+		st, err := s.Stat(ctx, cid)
+		if err != nil {
+			return nil, fmt.Errorf("memstack: reading the messages of %s: %w", cid.Key(), err)
+		}
+		stats[i] = st
+	}
+	return stats, nil
 }
 
 // Complete completes conversation cid — its running summary with every
