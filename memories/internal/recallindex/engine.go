@@ -147,6 +147,10 @@ type recallEntry struct {
 	exs     []Unit
 	exsStat store.Stat
 	exsOK   bool
+
+	// jentry is the conversation's journal entry (see journal), made
+	// once.
+	jentry atomic.Pointer[llms.HumanChatMessage]
 }
 
 // recallState is what an Engine with a durable index keeps in the store's

@@ -40,7 +40,7 @@ func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled 
 	_, inMemory := x.cfg.Store.(*store.InMemory)
 	if x.scoped() && !inMemory {
 		written = make(chan error, 1)
-		go func() { written <- x.journal(ctx, id) }()
+		go func() { written <- x.journal(ctx, id, e) }()
 	}
 	err := x.sync(ctx, id, e, nil)
 	var jerr error
@@ -48,7 +48,7 @@ func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled 
 	case written != nil:
 		jerr = <-written
 	case x.scoped():
-		jerr = x.journal(ctx, id)
+		jerr = x.journal(ctx, id, e)
 	}
 	if err != nil && retrieval.Permanent(err) {
 		return fmt.Errorf("memstack: %s stored; indexing failed: %w", what, err)

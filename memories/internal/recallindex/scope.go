@@ -74,9 +74,18 @@ type recallScopeEntry struct {
 	// indexed: docs maps a unit to its doc ID, owner a doc ID to its
 	// unit. The IDs live as long as the entry and its in-process index
 	// (a scope wider than the conversation needs one: WithRecallScope).
+	// A conversation's units are found through its scopeConv (one
+	// identity look-up a call, then Seqs), so the bookkeeping of a save
+	// costs no hashing of identities per unit.
 	next  int64
-	docs  map[recallUnitKey]int64
+	convs map[identity]*scopeConv
 	owner map[int64]recallOwner
+}
+
+// scopeConv is one conversation of a scope's entry: its units' doc IDs.
+type scopeConv struct {
+	id   identity
+	docs map[int64]int64 // unit (its first Seq) → doc ID
 }
 
 // recallUnitKey names a unit: its conversation and its first Seq.
@@ -87,10 +96,13 @@ type recallUnitKey struct {
 
 // recallOwner is the unit a doc ID stands for, and its time.
 type recallOwner struct {
-	id  identity
-	seq int64
-	at  time.Time
+	conv *scopeConv
+	seq  int64
+	at   time.Time
 }
+
+// id is the owner's conversation.
+func (o recallOwner) id() identity { return o.conv.id }
 
 // scoped reports whether m searches more than the conversation.
 func (x *Engine) scoped() bool { return x.cfg.Scope != ScopeConversation }
@@ -151,17 +163,21 @@ func (x *Engine) withOwners(id identity, f func(*recallScopeEntry)) {
 // assign is Engine.assign with u.omu held.
 func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
 	if u.owner == nil {
-		u.owner, u.docs = make(map[int64]recallOwner), make(map[recallUnitKey]int64)
+		u.owner, u.convs = make(map[int64]recallOwner), make(map[identity]*scopeConv)
+	}
+	c := u.convs[id]
+	if c == nil {
+		c = &scopeConv{id: id, docs: make(map[int64]int64)}
+		u.convs[id] = c
 	}
 	for i, d := range docs {
-		k := recallUnitKey{id, d.Seq}
-		doc, ok := u.docs[k]
+		doc, ok := c.docs[d.Seq]
 		if !ok {
 			u.next++
 			doc = u.next
-			u.docs[k] = doc
+			c.docs[d.Seq] = doc
 		}
-		u.owner[doc] = recallOwner{id: id, seq: d.Seq, at: at[d.Seq]}
+		u.owner[doc] = recallOwner{conv: c, seq: d.Seq, at: at[d.Seq]}
 		docs[i].Seq = doc
 	}
 }
@@ -171,9 +187,9 @@ func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int6
 func (x *Engine) owned(id identity) []int64 {
 	var out []int64
 	x.withOwners(id, func(u *recallScopeEntry) {
-		for k := range u.docs {
-			if k.id == id {
-				out = append(out, k.seq)
+		if c := u.convs[id]; c != nil {
+			for seq := range c.docs {
+				out = append(out, seq)
 			}
 		}
 	})
@@ -185,13 +201,19 @@ func (x *Engine) owned(id identity) []int64 {
 func (x *Engine) disown(id identity, seqs []int64) []int64 {
 	var docs []int64
 	x.withOwners(id, func(u *recallScopeEntry) {
+		c := u.convs[id]
+		if c == nil {
+			return
+		}
 		for _, s := range seqs {
-			k := recallUnitKey{id, s}
-			if doc, ok := u.docs[k]; ok {
+			if doc, ok := c.docs[s]; ok {
 				docs = append(docs, doc)
-				delete(u.docs, k)
+				delete(c.docs, s)
 				delete(u.owner, doc)
 			}
+		}
+		if len(c.docs) == 0 {
+			delete(u.convs, id)
 		}
 	})
 	return docs
@@ -216,17 +238,29 @@ func (x *Engine) JournalEntry(id identity) (jid identity, entry llms.ChatMessage
 // journal records, after a save to id, that id changed: one message in
 // the scope's journal (under the save's append key, so a retried save
 // records it once), and now and then trims the journal.
-func (x *Engine) journal(ctx context.Context, id identity) error {
-	jid, entry, _, err := x.JournalEntry(id)
-	if err != nil {
-		return err
+// e is id's entry, which keeps the entry once made.
+func (x *Engine) journal(ctx context.Context, id identity, e *recallEntry) error {
+	entry := e.jentry.Load()
+	if entry == nil {
+		_, m, _, err := x.JournalEntry(id)
+		if err != nil {
+			return err
+		}
+		h := m.(llms.HumanChatMessage)
+		entry = &h
+		e.jentry.Store(entry)
 	}
+	jid := x.journalID(id)
 	// The turn is stored: recording it must not end with the caller's
 	// context (other replicas would never index it), only with its own
-	// time limit.
-	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
-	defer cancel()
-	if err := x.cfg.Append(jctx, jid, entry); err != nil {
+	// time limit (the in-memory store answers at once: it needs none).
+	jctx := context.WithoutCancel(ctx)
+	if _, inMemory := x.cfg.Store.(*store.InMemory); !inMemory {
+		var cancel context.CancelFunc
+		jctx, cancel = context.WithTimeout(jctx, journalTimeout)
+		defer cancel()
+	}
+	if err := x.cfg.Append(jctx, jid, *entry); err != nil {
 		return fmt.Errorf("memstack: turn stored; recording it in the recall journal: %w", err)
 	}
 	x.journaled(ctx, jid)
@@ -400,7 +434,7 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 			return recallResetError{err}
 		}
 		u.omu.Lock()
-		u.owner, u.docs = nil, nil
+		u.owner, u.convs = nil, nil
 		u.omu.Unlock()
 	}
 	ids, err := users.Identities(ctx, x.storeScope(id))
@@ -639,7 +673,7 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	// (by their oldest unit), the current one last.
 	byConv := map[identity][]int64{}
 	for _, o := range owners {
-		byConv[o.id] = append(byConv[o.id], o.seq)
+		byConv[o.id()] = append(byConv[o.id()], o.seq)
 	}
 	convs := make([]identity, 0, len(byConv)+1)
 	for cid := range byConv {
@@ -712,7 +746,7 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 		if !ok {
 			return 0, false
 		}
-		i, ok := at[recallUnitKey{o.id, o.seq}]
+		i, ok := at[recallUnitKey{o.id(), o.seq}]
 		return i, ok
 	}
 	for _, h := range hits {
