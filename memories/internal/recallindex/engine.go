@@ -262,6 +262,21 @@ func firstRecent(exs []Unit, n int) int {
 // q. A View with no units shows nothing. Errors name the step: reading
 // the store, a permanent index failure; transient index failures are
 // reported and the load goes on with what is indexed.
+// loadStats returns, for a scoped load over a store.MultiStat, the Stats
+// of id and of its scope's journal, read in one round trip; nil, nil
+// otherwise, or when the read fails (each is then read on its own).
+func (x *Engine) loadStats(ctx context.Context, id identity) (cur, journal *store.Stat) {
+	ms, ok := x.cfg.Store.(store.MultiStat)
+	if !ok || !x.scoped() {
+		return nil, nil
+	}
+	st, err := ms.StatMany(ctx, []identity{id, x.journalID(id)})
+	if err != nil || len(st) != 2 {
+		return nil, nil
+	}
+	return &st[0], &st[1]
+}
+
 func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View, error) {
 	e := x.acquire(id)
 	defer x.release(e)
@@ -269,8 +284,15 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 	// concurrent save would extend them); the units read are never
 	// written afterwards (see refreshExchanges), so the view outlives the
 	// lock.
+	// Over a store.MultiStat a scoped load reads the Stats of the
+	// conversation and of the scope's journal in one round trip.
+	known, journal := x.loadStats(ctx, id)
 	e.mu.Lock()
-	recs, err := x.refreshExchanges(ctx, id, e)
+	var recs []store.Record
+	var err error
+	if known == nil || !e.exsOK || *known != e.exsStat {
+		recs, err = x.refreshExchanges(ctx, id, e)
+	}
 	if err != nil {
 		e.mu.Unlock()
 		if cerr := ctx.Err(); cerr != nil {
@@ -281,16 +303,22 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		}
 		return View{}, err
 	}
-	if err := x.syncLocked(ctx, id, e, recs); err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			e.mu.Unlock()
-			return View{}, fmt.Errorf("memstack: %w", cerr)
+	// The units just checked against the store (e.exsStat is current)
+	// tell whether anything is left to index: when nothing is, the sync
+	// and its round trip are skipped.
+	upToDate := recs == nil && e.ready && e.exsOK && (e.exsStat.Count == 0 || e.exsStat.LastSeq == e.seen)
+	if !upToDate {
+		if err := x.syncLocked(ctx, id, e, recs); err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				e.mu.Unlock()
+				return View{}, fmt.Errorf("memstack: %w", cerr)
+			}
+			if retrieval.Permanent(err) {
+				e.mu.Unlock()
+				return View{}, fmt.Errorf("memstack: recall index: %w", err)
+			}
+			// Transient: reported; search what is indexed.
 		}
-		if retrieval.Permanent(err) {
-			e.mu.Unlock()
-			return View{}, fmt.Errorf("memstack: recall index: %w", err)
-		}
-		// Transient: reported; search what is indexed.
 	}
 	exs := e.exs
 	first := firstRecent(exs, q.Exclude)
@@ -298,7 +326,7 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 		// A scoped load reads other conversations' entries: never with
 		// this one's lock held (no two entry locks at once).
 		e.mu.Unlock()
-		v, err := x.scopedHits(ctx, id, exs, first, q)
+		v, err := x.scopedHits(ctx, id, exs, first, q, journal)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, fmt.Errorf("memstack: %w", cerr)

@@ -309,16 +309,22 @@ func (x *Engine) trimJournal(ctx context.Context, jid identity) {
 // first use (or when this process fell behind a trimmed journal, or the
 // journal was forgotten) it indexes every conversation of the scope;
 // afterwards it indexes the conversations the journal names since it last
-// looked — one Stat when nothing changed. The caller holds the scope
+// looked — one Stat when nothing changed (none when known, the journal's
+// Stat read during this load, is given). The caller holds the scope
 // entry u.
-func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry) error {
+func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry, known *store.Stat) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := x.cfg.Store
 	jid := x.journalID(id)
-	st, err := s.Stat(ctx, jid)
-	if err != nil {
-		return fmt.Errorf("memstack: reading the recall journal: %w", err)
+	var st store.Stat
+	if known != nil {
+		st = *known
+	} else {
+		var err error
+		if st, err = s.Stat(ctx, jid); err != nil {
+			return fmt.Errorf("memstack: reading the recall journal: %w", err)
+		}
 	}
 	if u.built && (st.Count == 0 && u.seen > 0 || st.Count > 0 && st.LastSeq < u.seen) {
 		u.built = false // the journal was forgotten
@@ -629,12 +635,14 @@ func (x *Engine) readOthers(ctx context.Context, convs []identity) (units [][]Un
 
 // scopedHits searches the scope's index for q and gathers the units the
 // hits (and q's dated units) belong to. cur is the current conversation's
-// units (from its entry, synced), first the first of them that is recent.
-func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first int, q Query) (View, error) {
+// units (from its entry, synced), first the first of them that is recent;
+// journal, when not nil, the Stat of the scope's journal read during this
+// load (see syncScope).
+func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first int, q Query, journal *store.Stat) (View, error) {
 	ns := x.ns(id)
 	u := x.scopes.Acquire(ns)
 	defer x.scopes.Release(ns)
-	if err := x.syncScope(ctx, id, u); err != nil {
+	if err := x.syncScope(ctx, id, u, journal); err != nil {
 		if errors.As(err, new(recallResetError)) {
 			return View{}, nil // a transient index failure, reported
 		}
