@@ -407,3 +407,69 @@ func TestRecallReview_ClearWaitsForTheConversationsSearch(t *testing.T) {
 	<-loaded
 	<-cleared
 }
+
+// gated is an in-memory store with StatMany; when armed, the first
+// StatMany of [conversation, journal] blocks after reading, until released.
+type gated struct {
+	*store.InMemory
+	armed   atomic.Bool
+	reached chan struct{}
+	release chan struct{}
+	idents  atomic.Int64
+}
+
+func (s *gated) Identities(ctx context.Context, sc store.Scope) ([]memstack.Identity, error) {
+	s.idents.Add(1)
+	return s.InMemory.Identities(ctx, sc)
+}
+
+func (s *gated) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.Stat, error) {
+	out := make([]store.Stat, len(ids))
+	for i, id := range ids {
+		st, err := s.InMemory.Stat(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	if len(ids) == 2 && ids[1].Conversation == store.UserRecallJournalConversation && s.armed.CompareAndSwap(true, false) {
+		close(s.reached)
+		<-s.release
+	}
+	return out, nil
+}
+
+// A scoped load over a store.MultiStat reads the journal's Stat early; if
+// another load of the same user caught up meanwhile, that Stat is behind
+// what the process has seen, and must not pass for a forgotten journal
+// (which rebuilds the whole scope: every conversation listed and read
+// again, the index emptied while other loads search it). A reviewer
+// found it; the test failed before the fix.
+func TestReview_StaleJournalStatDoesNotRebuildTheScope(t *testing.T) {
+	s := &gated{InMemory: store.NewInMemory(), reached: make(chan struct{}), release: make(chan struct{})}
+	m, err := memories.NewRecall(memories.WithStore(s))
+	require.NoError(t, err)
+	c0 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "c0"}
+	c1 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "c1"}
+	at := time.Date(2023, 5, 8, 10, 0, 0, 0, time.UTC)
+	rsSave(t, m, c0, at, "When does the ferry leave?", "At nine.")
+	rsSave(t, m, c1, at.Add(time.Hour), "Which database?", "PostgreSQL.")
+	load := func(id memstack.Identity) error {
+		_, err := m.LoadMemoryVariables(memstack.WithIdentity(context.Background(), id), map[string]any{"input": "ferry?"})
+		return err
+	}
+	require.NoError(t, load(c0)) // builds the scope
+	require.NoError(t, load(c1))
+	base := s.idents.Load()
+
+	s.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); require.NoError(t, load(c0)) }() // L1: reads the journal's Stat, then waits
+	<-s.reached
+	rsSave(t, m, c1, at.Add(2*time.Hour), "And the office?", "Porto.") // a new journal entry
+	require.NoError(t, load(c1))                                       // L2 catches up: u.seen advances
+	close(s.release)
+	wg.Wait()
+	require.Equal(t, base, s.idents.Load(), "a load with a stale journal Stat rebuilt the whole scope (listed every conversation again)")
+}

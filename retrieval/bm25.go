@@ -422,8 +422,9 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		avg = 1
 	}
 	weight := [5]float64{near[1], near[0], 1, near[0], near[1]} // by offset -2..2
+	// The buffer goes back only when the search ends normally: a panic
+	// midway (recovered by a caller) leaves it dirty, so it is dropped.
 	buf := nearBufs.Get().(*nearBuf)
-	defer buf.put()
 	if cap(buf.score) < n {
 		buf.score, buf.tf = make([]float64, n), make([]float64, n)
 	}
@@ -476,6 +477,7 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		score[d] = 0 // the buffer goes back zeroed
 	}
 	buf.cand, buf.reached = cand, reached
+	buf.put()
 	return top.hits()
 }
 

@@ -277,6 +277,7 @@ func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.
 	}
 	failed := -1 // the identity whose read failed
 	err := s.retry(ctx, func() error {
+		failed = -1
 		b := &pgx.Batch{}
 		for i, id := range ids {
 			k := identOf(id)

@@ -264,9 +264,10 @@ func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.
 	}
 	cmds, err := run()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = statScript.Load(ctx, s.client).Err(); err == nil {
-			cmds, err = run()
+		if lerr := statScript.Load(ctx, s.client).Err(); lerr != nil {
+			return nil, s.fail(ctx, op, ids[0], fmt.Errorf("loading the Stat script: %w", lerr))
 		}
+		cmds, err = run()
 	}
 	out := make([]store.Stat, len(ids))
 	for i, id := range ids {

@@ -258,10 +258,6 @@ func firstRecent(exs []Unit, n int) int {
 	return first
 }
 
-// Load syncs the index with the store for id's scope and searches it for
-// q. A View with no units shows nothing. Errors name the step: reading
-// the store, a permanent index failure; transient index failures are
-// reported and the load goes on with what is indexed.
 // loadStats returns, for a scoped load over a store.MultiStat, the Stats
 // of id and of its scope's journal, read in one round trip; nil, nil
 // otherwise, or when the read fails (each is then read on its own).
@@ -277,6 +273,10 @@ func (x *Engine) loadStats(ctx context.Context, id identity) (cur, journal *stor
 	return &st[0], &st[1]
 }
 
+// Load syncs the index with the store for id's scope and searches it for
+// q. A View with no units shows nothing. Errors name the step: reading
+// the store, a permanent index failure; transient index failures are
+// reported and the load goes on with what is indexed.
 func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View, error) {
 	e := x.acquire(id)
 	defer x.release(e)

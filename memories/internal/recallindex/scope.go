@@ -318,7 +318,13 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	s := x.cfg.Store
 	jid := x.journalID(id)
 	var st store.Stat
-	if known != nil {
+	// A Stat read early in this load (known) is used unless it looks
+	// behind what this process has caught up with: another load may have
+	// advanced u.seen since it was read, and a stale Stat must not pass
+	// for a forgotten journal (a rebuild of the whole scope). It is then
+	// read again.
+	stale := known != nil && u.built && (known.Count == 0 && u.seen > 0 || known.Count > 0 && known.LastSeq < u.seen)
+	if known != nil && !stale {
 		st = *known
 	} else {
 		var err error
