@@ -710,7 +710,10 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	if len(hits) > 0 {
 		v.Top = hits[0].Score
 	}
-	at := map[recallUnitKey]int{}
+	// At most 2·recallViewReach+1 units around each unit found.
+	most := (2*recallViewReach + 1) * len(owners)
+	v.Units, v.src, v.excl = make([]Unit, 0, most), make([]int, 0, most), make([]bool, 0, most)
+	at := make(map[recallUnitKey]int, most)
 	gone := map[identity][]int64{}
 	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1])
 	if fatal != nil {
