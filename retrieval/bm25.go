@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -66,12 +67,19 @@ const (
 	maxCachedDoc  = 4096
 )
 
+// A scope's index holds no pointer per term occurrence: terms are numbered
+// (ids, terms), a doc is a slice of (term number, frequency) pairs, and a
+// term's postings a slice of (Seq, frequency) pairs, so the garbage
+// collector scans a few pointers per doc and per term, not the index.
 type bm25Scope struct {
 	mu       sync.RWMutex
-	docs     map[int64]map[string]float64 // seq → term → weighted frequency
-	lens     map[int64]float64            // seq → weighted length in terms
-	postings map[string][]posting         // term → its docs, by Seq, with the weighted frequency
-	total    float64                      // sum of lens
+	ids      map[string]int32  // term → its number
+	terms    []string          // number → term
+	docs     map[int64][]docTF // seq → its terms with their weighted frequencies
+	lens     map[int64]float64 // seq → weighted length in terms
+	postings [][]posting       // term number → its docs, by Seq, with the weighted frequency
+	unused   int               // numbered terms no doc holds (see compact)
+	total    float64           // sum of lens
 	// With neighbour weights (WithNeighbourWeights): the docs' Seqs in
 	// order, and the sum of the docs' lengths with their neighbours'
 	// (ctotal), valid when ctotalOK.
@@ -180,9 +188,9 @@ func (x *BM25) scope(name string, create bool) *bm25Scope {
 	defer x.mu.Unlock()
 	if s = x.scopes[name]; s == nil {
 		s = &bm25Scope{
-			docs:     make(map[int64]map[string]float64),
+			ids:      make(map[string]int32),
+			docs:     make(map[int64][]docTF),
 			lens:     make(map[int64]float64),
-			postings: make(map[string][]posting),
 			ctotalOK: true,
 		}
 		x.scopes[name] = s
@@ -247,14 +255,18 @@ func (x *BM25) Add(ctx context.Context, scope string, docs []Doc) error {
 			s.olen = slices.Insert(s.olen, i, p.n)
 			s.ctotalOK = false
 		}
-		s.docs[p.seq] = p.tf
+		doc := make([]docTF, 0, len(p.tf))
+		for t, f := range p.tf {
+			id := s.termID(t)
+			doc = append(doc, docTF{id, f})
+			s.setPosting(id, p.seq, f)
+		}
+		s.docs[p.seq] = doc
 		s.lens[p.seq] = p.n
 		s.total += p.n
-		for t, f := range p.tf {
-			s.setPosting(t, p.seq, f)
-		}
 	}
 	s.recount(x.near)
+	s.maybeCompact()
 	return nil
 }
 
@@ -272,6 +284,74 @@ func (s *bm25Scope) recount(near [2]float64) {
 	s.ctotal, s.ctotalOK = total, true
 }
 
+// docTF is one term of a doc: its number and weighted frequency.
+type docTF struct {
+	term int32
+	tf   float64
+}
+
+// termID returns t's number, numbering it if it is new. The caller holds
+// s.mu for writing.
+func (s *bm25Scope) termID(t string) int32 {
+	if id, ok := s.ids[t]; ok {
+		return id
+	}
+	id := int32(len(s.terms))
+	s.ids[t] = id
+	s.terms = append(s.terms, t)
+	s.postings = append(s.postings, nil)
+	s.unused++ // until setPosting gives it a doc
+	return id
+}
+
+// minCompact is how many unused term numbers a scope keeps before it
+// renumbers its terms (and only when they are most of them).
+const minCompact = 1024
+
+// maybeCompact compacts s when most of its numbered terms are unused. The
+// caller holds s.mu for writing, between changes (no doc half built).
+func (s *bm25Scope) maybeCompact() {
+	if s.unused > minCompact && s.unused > len(s.terms)/2 {
+		s.compact()
+	}
+}
+
+// compact renumbers the terms some doc still holds, dropping the others:
+// a scope whose words come and go (a conversation trimmed by retention)
+// keeps a dictionary of the words it holds, not of every word it held.
+// The caller holds s.mu for writing.
+func (s *bm25Scope) compact() {
+	renum := make([]int32, len(s.terms))
+	ids := make(map[string]int32, len(s.terms)-s.unused)
+	terms := make([]string, 0, len(s.terms)-s.unused)
+	postings := make([][]posting, 0, len(s.terms)-s.unused)
+	for old, t := range s.terms {
+		if len(s.postings[old]) == 0 {
+			renum[old] = -1
+			continue
+		}
+		renum[old] = int32(len(terms))
+		ids[t] = int32(len(terms))
+		terms = append(terms, t)
+		postings = append(postings, s.postings[old])
+	}
+	for _, doc := range s.docs {
+		for i := range doc {
+			doc[i].term = renum[doc[i].term]
+		}
+	}
+	s.ids, s.terms, s.postings, s.unused = ids, terms, postings, 0
+}
+
+// postingsOf returns t's postings (nil for a term the scope never held).
+// The caller holds s.mu.
+func (s *bm25Scope) postingsOf(t string) []posting {
+	if id, ok := s.ids[t]; ok {
+		return s.postings[id]
+	}
+	return nil
+}
+
 // posting is one doc of a term's postings.
 type posting struct {
 	seq int64
@@ -284,8 +364,11 @@ func cmpPosting(p posting, seq int64) int { return cmp.Compare(p.seq, seq) }
 // order; docs arrive newest last, so this is an append or an update of
 // the last entries, not a map insertion. The caller holds s.mu for
 // writing.
-func (s *bm25Scope) setPosting(t string, seq int64, f float64) {
+func (s *bm25Scope) setPosting(t int32, seq int64, f float64) {
 	post := s.postings[t]
+	if len(post) == 0 {
+		s.unused--
+	}
 	if n := len(post); n == 0 || post[n-1].seq < seq {
 		s.postings[t] = append(post, posting{seq, f})
 		return
@@ -300,19 +383,20 @@ func (s *bm25Scope) setPosting(t string, seq int64, f float64) {
 
 // remove drops seq's doc from s. The caller holds s.mu for writing.
 func (s *bm25Scope) remove(seq int64) {
-	tf, ok := s.docs[seq]
+	doc, ok := s.docs[seq]
 	if !ok {
 		return
 	}
-	for t := range tf {
-		post := s.postings[t]
+	for _, d := range doc {
+		post := s.postings[d.term]
 		if i, ok := slices.BinarySearchFunc(post, seq, cmpPosting); ok {
 			post = slices.Delete(post, i, i+1)
 		}
-		s.postings[t] = post
 		if len(post) == 0 {
-			delete(s.postings, t)
+			post = nil // the term's number stays, its array goes
+			s.unused++
 		}
+		s.postings[d.term] = post
 	}
 	s.total -= s.lens[seq]
 	delete(s.docs, seq)
@@ -362,7 +446,7 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	scores := make(map[int64]float64)
 	var norm float64
 	for _, t := range terms {
-		post := s.postings[t]
+		post := s.postingsOf(t)
 		idf := math.Log(1 + (float64(n)-float64(len(post))+0.5)/(float64(len(post))+0.5))
 		norm += idf * (BM25K1 + 1)
 		for _, ps := range post {
@@ -424,7 +508,7 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	weight := [5]float64{near[1], near[0], 1, near[0], near[1]} // by offset -2..2
 	// The buffer goes back only when the search ends normally: a panic
 	// midway (recovered by a caller) leaves it dirty, so it is dropped.
-	buf := nearBufs.Get().(*nearBuf)
+	buf := getNearBuf()
 	if cap(buf.score) < n {
 		buf.score, buf.tf = make([]float64, n), make([]float64, n)
 	}
@@ -434,7 +518,7 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	for _, t := range terms {
 		reached = reached[:0]
 		from := 0
-		for _, ps := range s.postings[t] {
+		for _, ps := range s.postingsOf(t) {
 			// Postings and order are both in Seq order, and every
 			// posting's Seq is in the order: search forward, from just
 			// after the last one found.
@@ -513,13 +597,30 @@ type nearBuf struct {
 // search of a huge scope does not pin its arrays.
 const maxKeptBuf = 1 << 20
 
-var nearBufs = sync.Pool{New: func() any { return new(nearBuf) }}
+// nearBufs keeps a few buffers between searches (as many as searches can
+// run at once, GOMAXPROCS): unlike a sync.Pool, which a garbage collection
+// empties, it keeps them, so a search of a large scope does not allocate
+// its arrays again after every collection.
+var nearBufs = make(chan *nearBuf, max(runtime.GOMAXPROCS(0), 2))
+
+// getNearBuf returns a kept buffer, or a new one.
+func getNearBuf() *nearBuf {
+	select {
+	case b := <-nearBufs:
+		return b
+	default:
+		return new(nearBuf)
+	}
+}
 
 func (b *nearBuf) put() {
 	if cap(b.score) > maxKeptBuf {
 		return
 	}
-	nearBufs.Put(b)
+	select {
+	case nearBufs <- b:
+	default: // enough are kept
+	}
 }
 
 // topK keeps the k best hits offered (see sortHits' order) in a bounded
@@ -574,6 +675,7 @@ func (x *BM25) Remove(ctx context.Context, scope string, seqs []int64) error {
 		s.remove(seq)
 	}
 	s.recount(x.near)
+	s.maybeCompact()
 	return nil
 }
 
