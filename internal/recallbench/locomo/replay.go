@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +31,23 @@ type Answer struct {
 	Evidence, Found int
 	// Tokens is the size of the loaded variables (see Score).
 	Tokens int
-	// Load is how long LoadMemoryVariables took.
-	Load time.Duration
+	// Load is how long LoadMemoryVariables took, and Alloc how many bytes
+	// the process allocated meanwhile (runtime/metrics'
+	// /gc/heap/allocs:bytes: the load's own allocations, and any of
+	// background work running at the same time).
+	Load  time.Duration
+	Alloc uint64
+}
+
+// allocated returns the bytes the process has allocated on the heap so
+// far (cheap: no stop of the world).
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // Recall is the answer's evidence recall: Found / Evidence (0 with no
@@ -117,9 +133,9 @@ func Ask(ctx context.Context, mem schema.Memory, conv *Conversation, counter tok
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("locomo: asking: %w", err)
 		}
-		start := time.Now()
+		before, start := allocated(), time.Now()
 		vars, err := mem.LoadMemoryVariables(ctx, map[string]any{"input": q.Text})
-		took := time.Since(start)
+		took, alloc := time.Since(start), allocated()-before
 		if err != nil {
 			return nil, fmt.Errorf("locomo: loading for question %d: %w", i+1, err)
 		}
@@ -135,7 +151,7 @@ func Ask(ctx context.Context, mem schema.Memory, conv *Conversation, counter tok
 		if err != nil {
 			return nil, fmt.Errorf("locomo: question %d: %w", i+1, err)
 		}
-		a := Answer{Conversation: conv.ID, Question: i, Category: q.Category, Evidence: len(texts), Tokens: n, Load: took}
+		a := Answer{Conversation: conv.ID, Question: i, Category: q.Category, Evidence: len(texts), Tokens: n, Load: took, Alloc: alloc}
 		for _, f := range found {
 			if f {
 				a.Found++
@@ -228,8 +244,10 @@ type Summary struct {
 	// MeanTokens and MaxTokens are the mean and largest load size.
 	MeanTokens float64
 	MaxTokens  int
-	// LoadP50 and LoadP95 are percentiles of the load durations.
-	LoadP50, LoadP95 time.Duration
+	// LoadP50 and LoadP95 are percentiles of the load durations, AllocP50
+	// and AllocP95 of the bytes allocated per load.
+	LoadP50, LoadP95   time.Duration
+	AllocP50, AllocP95 uint64
 }
 
 // Summarise aggregates answers (the zero Summary for none).
@@ -239,16 +257,18 @@ func Summarise(answers []Answer) Summary {
 		return s
 	}
 	loads := make([]time.Duration, len(answers))
+	allocs := make([]time.Duration, len(answers)) // bytes, ranked as durations
 	recall, total := 0.0, 0
 	for i, a := range answers {
 		recall += a.Recall()
 		total += a.Tokens
 		s.MaxTokens = max(s.MaxTokens, a.Tokens)
-		loads[i] = a.Load
+		loads[i], allocs[i] = a.Load, time.Duration(min(a.Alloc, math.MaxInt64))
 	}
 	n := float64(len(answers))
 	s.Recall, s.MeanTokens = recall/n, float64(total)/n
 	s.LoadP50, s.LoadP95 = Percentile(loads, 50), Percentile(loads, 95)
+	s.AllocP50, s.AllocP95 = uint64(Percentile(allocs, 50)), uint64(Percentile(allocs, 95))
 	return s
 }
 
