@@ -208,7 +208,7 @@ func TestReplay(t *testing.T) {
 	// The question without evidence is not asked.
 	assert.Equal(t, []string{c.Questions[0].Text, c.Questions[1].Text, c.Questions[2].Text, c.Questions[4].Text}, r.loads)
 	require.Len(t, run.Answers, 4)
-	assert.Equal(t, Answer{Conversation: "t-1", Question: 0, Category: 1, Evidence: 2, Found: 1, Tokens: 12, Load: run.Answers[0].Load}, run.Answers[0])
+	assert.Equal(t, Answer{Conversation: "t-1", Question: 0, Category: 1, Evidence: 2, Found: 1, Tokens: 12, Load: run.Answers[0].Load, Alloc: run.Answers[0].Alloc}, run.Answers[0])
 	assert.InDelta(t, 0.5, run.Answers[0].Recall(), 1e-9)
 	assert.Equal(t, 1, run.Answers[1].Found)
 	assert.Equal(t, 0, run.Answers[2].Found)
@@ -292,10 +292,10 @@ func TestEmptySidesAreStoredVerbatim(t *testing.T) {
 func TestSummarise(t *testing.T) {
 	ms := time.Millisecond
 	answers := []Answer{
-		{Evidence: 2, Found: 1, Tokens: 10, Load: 4 * ms},
-		{Evidence: 1, Found: 1, Tokens: 30, Load: 1 * ms},
-		{Evidence: 4, Found: 0, Tokens: 20, Load: 2 * ms},
-		{Evidence: 1, Found: 1, Tokens: 40, Load: 3 * ms},
+		{Evidence: 2, Found: 1, Tokens: 10, Load: 4 * ms, Alloc: 4000},
+		{Evidence: 1, Found: 1, Tokens: 30, Load: 1 * ms, Alloc: 1000},
+		{Evidence: 4, Found: 0, Tokens: 20, Load: 2 * ms, Alloc: 3000},
+		{Evidence: 1, Found: 1, Tokens: 40, Load: 3 * ms, Alloc: 2000},
 	}
 	s := Summarise(answers)
 	assert.Equal(t, 4, s.Questions)
@@ -304,6 +304,8 @@ func TestSummarise(t *testing.T) {
 	assert.Equal(t, 40, s.MaxTokens)
 	assert.Equal(t, 2*ms, s.LoadP50)
 	assert.Equal(t, 4*ms, s.LoadP95)
+	assert.EqualValues(t, 2000, s.AllocP50)
+	assert.EqualValues(t, 4000, s.AllocP95)
 	assert.Equal(t, Summary{}, Summarise(nil))
 	assert.Zero(t, Answer{}.Recall())
 }
