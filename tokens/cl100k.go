@@ -40,11 +40,12 @@ var cl100kSpecial = map[string]int{
 }
 
 // newCL100K builds the cl100k_base encoder from the embedded table with
-// tiktoken-go's constructors, leaving its global loader alone.
-func newCL100K() (*tiktoken.Tiktoken, error) {
+// tiktoken-go's constructors, leaving its global loader alone, and returns
+// its ranks too (the encoder's own map: read only).
+func newCL100K() (*tiktoken.Tiktoken, map[string]int, error) {
 	ranks, err := cl100kRanks()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	special := make(map[string]int, len(cl100kSpecial))
 	set := make(map[string]any, len(cl100kSpecial))
@@ -53,10 +54,10 @@ func newCL100K() (*tiktoken.Tiktoken, error) {
 	}
 	bpe, err := tiktoken.NewCoreBPE(ranks, special, cl100kPattern)
 	if err != nil {
-		return nil, fmt.Errorf("building the encoder: %w", err)
+		return nil, nil, fmt.Errorf("building the encoder: %w", err)
 	}
 	enc := &tiktoken.Encoding{Name: tiktoken.MODEL_CL100K_BASE, PatStr: cl100kPattern, MergeableRanks: ranks, SpecialTokens: special}
-	return tiktoken.NewTiktoken(bpe, enc, set), nil
+	return tiktoken.NewTiktoken(bpe, enc, set), ranks, nil
 }
 
 func cl100kRanks() (map[string]int, error) {

@@ -1,8 +1,13 @@
 package tokens
 
+import "github.com/pkoukk/tiktoken-go"
+
 // NewCL100KEncoder builds a fresh cl100k_base encoder, for tests that
 // compare the counter with whole-text encoding.
-var NewCL100KEncoder = newCL100K
+func NewCL100KEncoder() (*tiktoken.Tiktoken, error) {
+	t, _, err := newCL100K()
+	return t, err
+}
 
 // PiecesOf returns the pieces CountTokens caches for text, bodies and
 // tails, in order.

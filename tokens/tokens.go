@@ -76,12 +76,13 @@ type CounterFunc func(text string) int
 func (f CounterFunc) CountTokens(text string) int { return f(text) }
 
 var (
-	cl100kOnce sync.Once
-	cl100k     *tiktoken.Tiktoken
-	cl100kErr  error
+	cl100kOnce     sync.Once
+	cl100k         *tiktoken.Tiktoken
+	cl100kRanksMap map[string]int
+	cl100kErr      error
 )
 
-func loadCL100K() { cl100k, cl100kErr = newCL100K() }
+func loadCL100K() { cl100k, cl100kRanksMap, cl100kErr = newCL100K() }
 
 // CL100K returns the offline cl100k_base counter. The encoding is loaded on
 // first use (about 100 ms) and shared by every caller.
@@ -91,7 +92,7 @@ func CL100K() (Counter, error) {
 		return nil, fmt.Errorf("tokens: loading cl100k_base: %w", cl100kErr)
 	}
 	cl100kLinesOnce.Do(func() { cl100kLines, _ = lru.New[string, int](lineCacheSize) })
-	return tiktokenCounter{cl100k, cl100kLines}, nil
+	return tiktokenCounter{cl100k, cl100kLines, cl100kRanksMap}, nil
 }
 
 var (
@@ -108,6 +109,7 @@ const (
 type tiktokenCounter struct {
 	t     *tiktoken.Tiktoken
 	lines *lru.Cache[string, int]
+	ranks map[string]int // the encoder's BPE ranks (see countOrdinary)
 }
 
 // CountTokens counts ordinary tokens: special-token text such as
@@ -135,7 +137,7 @@ func (c tiktokenCounter) CountTokens(text string) int {
 		return 0
 	}
 	if c.lines == nil {
-		return len(c.t.EncodeOrdinary(text))
+		return c.countOrdinary(text)
 	}
 	n := 0
 	for start := 0; start < len(text); {
@@ -267,12 +269,12 @@ func (c tiktokenCounter) countPiece(p string) int {
 		return 0
 	}
 	if len(p) > maxCachedLine {
-		return len(c.t.EncodeOrdinary(p))
+		return c.countOrdinary(p)
 	}
 	if n, ok := c.lines.Get(p); ok {
 		return n
 	}
-	n := len(c.t.EncodeOrdinary(p))
+	n := c.countOrdinary(p)
 	c.lines.Add(p, n)
 	return n
 }
