@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,46 +101,60 @@ func testTailRejectsN(t *testing.T, e *env) {
 func testTailWholeTurns(t *testing.T, e *env) {
 	s, reader := e.store(), e.store()
 	mustAppend(t, s, alice, system("sys"))
-	const writers, turns = 4, 25
-	var wg sync.WaitGroup
+	// The writers go on until the reader has seen turns many times (or a
+	// few seconds have passed), so its reads always race with appends,
+	// however the scheduler runs them: on a loaded machine writers that
+	// stop after a fixed number of turns may be done before the first
+	// read.
+	const writers, minTurns, wantReads = 4, 25, 200
+	var (
+		wg       sync.WaitGroup
+		appended atomic.Int64
+	)
+	stop := make(chan struct{})
+	halt := sync.OnceFunc(func() { close(stop) })
+	defer func() { halt(); wg.Wait() }() // also when an assertion ends the test early
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Go(func() {
-			for i := range turns {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					if i >= minTurns {
+						return
+					}
+				default:
+				}
 				msg := turnText(fmt.Sprintf("w%d", w), i)
 				if err := s.Append(e.ctx, alice, human(msg), ai(msg)); err != nil {
 					errs <- err
 					return
 				}
+				appended.Add(1)
 			}
 		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	reads := 0
-	for stop := false; !stop; {
-		select {
-		case <-done:
-			stop = true
-		default:
-		}
+	seen := 0
+	for deadline := time.Now().Add(5 * time.Second); seen < wantReads && time.Now().Before(deadline); {
 		rs, err := reader.Tail(e.ctx, alice, 2, 0)
 		require.NoError(t, err)
-		reads++
 		if len(rs) == 1 {
 			continue // no turn yet
 		}
+		seen++
 		require.Len(t, rs, 3, "the system message and the newest two")
 		assert.Equal(t, "sys", rs[0].Message.GetContent())
-		assert.Equal(t, rs[1].Message.GetContent(), rs[2].Message.GetContent(), "Tail(2) showed half of one turn and half of another")
+		require.Equal(t, rs[1].Message.GetContent(), rs[2].Message.GetContent(), "Tail(2) showed half of one turn and half of another")
 		assert.Equal(t, rs[1].Seq+1, rs[2].Seq)
 	}
+	halt()
+	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	assert.Positive(t, reads)
-	assert.Equal(t, 1+2*writers*turns, mustStat(t, s, alice).Count)
+	assert.Positive(t, seen)
+	assert.Equal(t, 1+2*int(appended.Load()), mustStat(t, s, alice).Count)
 }
 
 func testAppendKeyOnce(t *testing.T, e *env) {
