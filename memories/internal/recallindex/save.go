@@ -127,22 +127,18 @@ func (x *Engine) unindexed(ctx context.Context, id identity, e *recallEntry) ([]
 		}
 		return recs, nil
 	}
-	st, err := s.Stat(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("memstack: reading messages to index: %w", err)
-	}
-	if st.Count == 0 || st.LastSeq == e.seen {
-		return nil, nil
-	}
-	// Enough to start at a unit that was indexed already.
+	// No Stat first (a round trip over a networked store): a save has
+	// just stored something, and the newest messages tell as well when
+	// nothing is new (the newest is e.seen; the caller then indexes
+	// nothing). Enough to start at a unit that was indexed already.
 	const need = 1
 	for n := 8; ; n *= 2 {
 		recs, err := s.Last(ctx, id, n)
 		if err != nil {
 			return nil, fmt.Errorf("memstack: reading messages to index: %w", err)
 		}
-		if len(recs) < n || n >= st.Count {
-			return recs, nil
+		if len(recs) < n || recs[len(recs)-1].Seq == e.seen {
+			return recs, nil // all of them, or nothing new
 		}
 		if first := recs[0]; first.Seq <= e.seen && x.opens(first.Message) {
 			old := 0
