@@ -133,7 +133,9 @@ func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...ll
 // step, extra for extraID (what a layer records besides the caller's
 // messages: Recall's journal entry), when the store is a
 // store.MultiAppender; it reports whether it did. For another store it
-// stores nothing and returns false: the caller appends msgs, then extra.
+// stores nothing and returns false: the caller appends msgs, then extra;
+// so does a MultiAppender that refuses these identities
+// (errors.ErrUnsupported).
 // Under a save key each batch gets the append key append would give it.
 func (b *base) appendWith(ctx context.Context, id memstack.Identity, msgs []llms.ChatMessage, extraID memstack.Identity, extra ...llms.ChatMessage) (bool, error) {
 	ma, ok := b.cfg.store.(store.MultiAppender)
@@ -147,6 +149,9 @@ func (b *base) appendWith(ctx context.Context, id memstack.Identity, msgs []llms
 		batches[0].Key, batches[1].Key = appendKeyFor(key, msgs), appendKeyFor(key, extra)
 	}
 	if err := ma.AppendBatches(sctx, batches...); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			return false, nil // stored nothing: the caller appends one by one
+		}
 		return false, fmt.Errorf("memstack: storing messages: %w", err)
 	}
 	observe.FromContext(ctx).SavedAt(at)

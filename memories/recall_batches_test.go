@@ -2,6 +2,7 @@ package memories_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -80,4 +81,32 @@ func TestRecall_TurnAndJournalEntryAreOneWrite(t *testing.T) {
 	entries, err = s.All(context.Background(), journal)
 	require.NoError(t, err)
 	assert.Len(t, entries, 2, "its journal entry once")
+}
+
+// refusing is a store.MultiAppender that cannot append these identities in
+// one step (a Redis Cluster): it refuses with errors.ErrUnsupported.
+type refusing struct{ *batching }
+
+func (s refusing) AppendBatches(context.Context, ...store.Batch) error {
+	s.batches.Add(1)
+	return fmt.Errorf("refused: %w", errors.ErrUnsupported)
+}
+
+// A MultiAppender that refuses the call stores nothing; the Recall then
+// appends the turn and its journal entry one by one, and the save
+// succeeds.
+func TestRecall_RefusedBatchFallsBackToTwoWrites(t *testing.T) {
+	s := refusing{&batching{InMemory: store.NewInMemory()}}
+	m, err := memories.NewRecall(memories.WithStore(s))
+	require.NoError(t, err)
+	rsSave(t, m, rsWeek1, rsMay8, "Which database for billing?", "We settled on PostgreSQL.")
+	assert.EqualValues(t, 1, s.batches.Load())
+	assert.EqualValues(t, 2, s.appends.Load(), "the turn, then its journal entry")
+	journal := memstack.Identity{Tenant: rsWeek1.Tenant, User: rsWeek1.User, Conversation: store.UserRecallJournalConversation}
+	entries, err := s.All(context.Background(), journal)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+	turns, err := s.All(context.Background(), rsWeek1)
+	require.NoError(t, err)
+	assert.Len(t, turns, 2)
 }

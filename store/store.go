@@ -314,9 +314,14 @@ type MultiStat interface {
 // a MultiAppender the turn and its journal entry are one write, not two,
 // and no reader ever sees the entry without the turn. sqlitestore (where
 // writes are serialized, so a second write would cost a save nearly as
-// much again) and pgstore (one transaction) implement it; redisstore,
-// whose keys of two identities may live in two Redis Cluster slots, does
-// not, and the in-memory store needs not. Package storetest checks it.
+// much again), pgstore (one transaction) and redisstore (one MULTI/EXEC,
+// for a client of one server) implement it; the in-memory store needs
+// not. Package storetest checks it.
+//
+// A store that cannot append a call's batches in one step (redisstore
+// over a Redis Cluster, whose identities live on different nodes) returns
+// an error wrapping errors.ErrUnsupported and stores nothing; the caller
+// then appends the batches one by one.
 type MultiAppender interface {
 	// AppendBatches stores each batch as Append would store its Messages
 	// for its ID under its Key (an append key, "" for none: see

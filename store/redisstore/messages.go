@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +64,104 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	}
 	return nil
 }
+
+// AppendBatches implements store.MultiAppender for a client of one Redis
+// server (a *redis.Client: a standalone server, or Sentinel's failover
+// client): each batch is Append's script, with its own write token (its
+// append key's, or a fresh one), and the scripts run in one MULTI/EXEC
+// transaction, so no other client sees one batch without the others, and
+// a retry after a lost reply stores nothing twice (each script finds its
+// token). A Redis Cluster or Ring client keeps identities on different
+// nodes: AppendBatches then returns an error wrapping errors.ErrUnsupported
+// and stores nothing (the caller appends the batches one by one). Redis
+// transactions do not roll back: if a batch finds its identity's keys
+// corrupt, the call fails with store.ErrCorrupt naming it, and the batches
+// before it in the call stay stored.
+func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error {
+	const op = "AppendBatches"
+	if len(batches) == 0 {
+		return s.begin(ctx, op, memstack.Identity{})
+	}
+	for _, b := range batches {
+		if err := s.begin(ctx, op, b.ID); err != nil {
+			return err
+		}
+	}
+	c, ok := s.client.(*redis.Client)
+	if !ok {
+		return fmt.Errorf("redisstore: %s: %w: a %T may keep the identities on different nodes; append them one by one", op, errors.ErrUnsupported, s.client)
+	}
+	at := storekit.AppendTime(ctx)
+	if err := storekit.CheckTime(at); err != nil {
+		return fmt.Errorf("redisstore: %s of %q: %w", op, batches[0].ID.Key(), err)
+	}
+	type part struct {
+		id    memstack.Identity
+		token string
+		args  []any
+	}
+	var parts []part
+	for i, b := range batches {
+		token := newToken()
+		if b.Key != "" {
+			if err := storekit.CheckAppendKey(b.Key); err != nil {
+				return fmt.Errorf("redisstore: %s: batch %d of %d (%q): %w", op, i+1, len(batches), b.ID.Key(), err)
+			}
+			token = appendKeyToken(s.ns, b.Key)
+		}
+		if len(b.Messages) == 0 {
+			continue
+		}
+		elems, err := encodeElements(op, b.ID, at, b.Messages)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, part{b.ID, token, append([]any{token, s.ns, s.ttlArg}, elems...)})
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, maxWriteCall)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(parts))
+	run := func() error {
+		_, err := c.TxPipelined(wctx, func(p redis.Pipeliner) error {
+			for i, pt := range parts {
+				cmds[i] = appendScript.EvalSha(wctx, p, s.keysOf(pt.id).all(), pt.args...)
+			}
+			return nil
+		})
+		return err
+	}
+	// Every batch runs the same script, so a server that does not know
+	// it (a restart, SCRIPT FLUSH) refuses them all and runs none: load
+	// it and run the transaction again.
+	err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if lerr := appendScript.Load(wctx, c).Err(); lerr != nil {
+			return s.fail(ctx, op, parts[0].id, fmt.Errorf("loading the append script: %w", lerr))
+		}
+		err = run()
+	}
+	for i, pt := range parts {
+		res, cerr := cmds[i].Slice()
+		if cerr != nil {
+			if err == nil {
+				err = cerr
+			}
+			return s.fail(ctx, op, pt.id, writeOutcome(err))
+		}
+		if st := status(res); st != "ok" {
+			return s.corruptStatus(op, pt.id, st)
+		}
+	}
+	if err != nil {
+		return s.fail(ctx, op, parts[0].id, writeOutcome(err))
+	}
+	return nil
+}
+
+var _ store.MultiAppender = (*Store)(nil)
 
 // encodeElements encodes msgs as list elements without their Seqs:
 // "<flag>|<message>", the flag 's' for a system message, else 'm'. A nil

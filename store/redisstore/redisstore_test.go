@@ -1296,3 +1296,26 @@ func TestStatManyAfterScriptFlush(t *testing.T) {
 	assert.Equal(t, []store.Stat{want, {}}, got)
 	assert.Equal(t, 1, want.Count)
 }
+
+// AppendBatches works on a server whose script cache was flushed: the
+// transaction's scripts are all refused (none runs), the script is loaded,
+// and the batches are stored once each.
+func TestAppendBatchesAfterScriptFlush(t *testing.T) {
+	addr := testsvc.Redis(t)
+	ctx := context.Background()
+	s, err := redisstore.Open(ctx, addr, redisstore.WithKeyPrefix("flush-ab-"+t.Name()))
+	require.NoError(t, err)
+	defer s.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	a, b := memstack.Identity{User: "u", Conversation: "c"}, memstack.Identity{User: "u", Conversation: "journal"}
+	require.NoError(t, s.AppendBatches(ctx,
+		store.Batch{ID: a, Messages: []llms.ChatMessage{llms.HumanChatMessage{Content: "hi"}, llms.AIChatMessage{Content: "hello"}}, Key: "k1"},
+		store.Batch{ID: b, Messages: []llms.ChatMessage{llms.HumanChatMessage{Content: "c"}}, Key: "k1"}))
+	for id, n := range map[memstack.Identity]int{a: 2, b: 1} {
+		recs, err := s.All(ctx, id)
+		require.NoError(t, err)
+		assert.Len(t, recs, n, "%s", id.Key())
+	}
+}
