@@ -717,14 +717,18 @@ func (m *Recall) SaveContext(ctx context.Context, inputs, outputs map[string]any
 // over any other store the entry is written after the messages (see
 // recallindex.Engine.Saved).
 func (m *Recall) save(ctx context.Context, id identity, what string, msgs ...llms.ChatMessage) error {
-	jid, entry, scoped, err := m.eng.JournalEntry(id)
-	if err != nil {
-		return err
-	}
 	journaled := false
-	if scoped {
-		if journaled, err = m.appendWith(ctx, id, msgs, jid, entry); err != nil {
+	if _, batches := m.cfg.store.(store.MultiAppender); batches {
+		// The entry is made here only for a store that can take it with
+		// the turn; otherwise Saved writes the one its cache keeps.
+		jid, entry, scoped, err := m.eng.JournalEntry(id)
+		if err != nil {
 			return err
+		}
+		if scoped {
+			if journaled, err = m.appendWith(ctx, id, msgs, jid, entry); err != nil {
+				return err
+			}
 		}
 	}
 	if !journaled {

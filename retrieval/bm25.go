@@ -455,12 +455,11 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 			scores[seq] += idf * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avg))
 		}
 	}
-	hits := make([]Hit, 0, len(scores))
+	top := newTopK(k)
 	for seq, sc := range scores {
-		hits = append(hits, Hit{Seq: seq, Score: sc / norm})
+		top.offer(Hit{Seq: seq, Score: sc / norm})
 	}
-	hits = topHits(hits, k)
-	return hits, nil
+	return top.hits(), nil
 }
 
 // appendDelta is how much the sum of the docs' lengths with their
@@ -684,26 +683,6 @@ func (x *BM25) Release(scope string) {
 	x.mu.Lock()
 	delete(x.scopes, scope)
 	x.mu.Unlock()
-}
-
-// topHits returns the k best of hits in sortHits' order, in
-// O(len(hits) log k): a bounded heap, not a sort of every hit.
-func topHits(hits []Hit, k int) []Hit {
-	if len(hits) <= k {
-		sortHits(hits)
-		return hits
-	}
-	h := hitHeap(slices.Clone(hits[:k]))
-	heap.Init(&h)
-	for _, x := range hits[k:] {
-		if better(x, h[0]) {
-			h[0] = x
-			heap.Fix(&h, 0)
-		}
-	}
-	out := []Hit(h)
-	sortHits(out)
-	return out
 }
 
 // better reports whether a ranks before b (see sortHits).

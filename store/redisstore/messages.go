@@ -42,19 +42,14 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err := storekit.CheckTime(at); err != nil {
 		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
 	}
-	token := newToken()
-	if key, keyed, err := storekit.CheckAppendKeyOf(ctx); err != nil {
+	key, _, err := storekit.CheckAppendKeyOf(ctx)
+	if err != nil {
 		return fmt.Errorf("redisstore: %s of %q: %w", op, id.Key(), err)
-	} else if keyed {
-		token = appendKeyToken(s.ns, key)
 	}
-	args := make([]any, 0, 2+len(msgs))
-	args = append(args, s.ns, s.ttlArg)
-	elems, err := encodeElements(op, id, at, msgs)
+	token, args, err := s.appendArgs(op, id, at, key, msgs)
 	if err != nil {
 		return err
 	}
-	args = append(args, elems...)
 	res, err := s.runWriteAs(ctx, token, appendScript, s.keysOf(id).all(), args...)
 	if err != nil {
 		return s.fail(ctx, op, id, err)
@@ -102,21 +97,19 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 	}
 	var parts []part
 	for i, b := range batches {
-		token := newToken()
 		if b.Key != "" {
 			if err := storekit.CheckAppendKey(b.Key); err != nil {
 				return fmt.Errorf("redisstore: %s: batch %d of %d (%q): %w", op, i+1, len(batches), b.ID.Key(), err)
 			}
-			token = appendKeyToken(s.ns, b.Key)
 		}
 		if len(b.Messages) == 0 {
 			continue
 		}
-		elems, err := encodeElements(op, b.ID, at, b.Messages)
+		token, args, err := s.appendArgs(op, b.ID, at, b.Key, b.Messages)
 		if err != nil {
 			return err
 		}
-		parts = append(parts, part{b.ID, token, append([]any{token, s.ns, s.ttlArg}, elems...)})
+		parts = append(parts, part{b.ID, token, append([]any{token}, args...)})
 	}
 	if len(parts) == 0 {
 		return nil
@@ -136,13 +129,7 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 	// Every batch runs the same script, so a server that does not know
 	// it (a restart, SCRIPT FLUSH) refuses them all and runs none: load
 	// it and run the transaction again.
-	err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if lerr := appendScript.Load(wctx, c).Err(); lerr != nil {
-			return s.fail(ctx, op, parts[0].id, fmt.Errorf("loading the append script: %w", lerr))
-		}
-		err = run()
-	}
+	err := s.loadingScript(wctx, appendScript, run)
 	for i, pt := range parts {
 		res, cerr := cmds[i].Slice()
 		if cerr != nil {
@@ -162,6 +149,36 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 }
 
 var _ store.MultiAppender = (*Store)(nil)
+
+// appendArgs returns the write token of an append of msgs to id dated at
+// under append key key ("" for none: a fresh token) and the append
+// script's arguments after the token.
+func (s *Store) appendArgs(op string, id memstack.Identity, at time.Time, key string, msgs []llms.ChatMessage) (string, []any, error) {
+	token := newToken()
+	if key != "" {
+		token = appendKeyToken(s.ns, key)
+	}
+	elems, err := encodeElements(op, id, at, msgs)
+	if err != nil {
+		return "", nil, err
+	}
+	return token, append([]any{s.ns, s.ttlArg}, elems...), nil
+}
+
+// loadingScript calls run, which sends script by its hash; when the
+// server does not know the script (a restart, SCRIPT FLUSH) it loads it
+// and calls run again. run must send nothing that ran when the server
+// refused the script (a pipeline or transaction of that script only).
+func (s *Store) loadingScript(ctx context.Context, script *redis.Script, run func() error) error {
+	err := run()
+	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return err
+	}
+	if lerr := script.Load(ctx, s.client).Err(); lerr != nil {
+		return fmt.Errorf("loading a script the server did not know: %w", lerr)
+	}
+	return run()
+}
 
 // encodeElements encodes msgs as list elements without their Seqs:
 // "<flag>|<message>", the flag 's' for a system message, else 'm'. A nil
@@ -352,30 +369,28 @@ func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.
 	if len(ids) == 0 {
 		return []store.Stat{}, nil
 	}
-	run := func() ([]*redis.Cmd, error) {
+	var cmds []*redis.Cmd
+	err := s.loadingScript(ctx, statScript, func() error {
 		pipe := s.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(ids))
+		cmds = make([]*redis.Cmd, len(ids))
 		for i, id := range ids {
 			cmds[i] = statScript.EvalSha(ctx, pipe, []string{s.keysOf(id).msgs})
 		}
 		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if lerr := statScript.Load(ctx, s.client).Err(); lerr != nil {
-			return nil, s.fail(ctx, op, ids[0], fmt.Errorf("loading the Stat script: %w", lerr))
+		return err
+	})
+	if err != nil {
+		failed := ids[0] // the first identity whose read failed names the error
+		for i, c := range cmds {
+			if c.Err() != nil {
+				failed = ids[i]
+				break
+			}
 		}
-		cmds, err = run()
+		return nil, s.fail(ctx, op, failed, err)
 	}
 	out := make([]store.Stat, len(ids))
 	for i, id := range ids {
-		if err != nil {
-			if cerr := cmds[i].Err(); cerr != nil {
-				return nil, s.fail(ctx, op, id, cerr)
-			}
-			continue
-		}
 		res, err := cmds[i].Slice()
 		if err != nil {
 			return nil, s.fail(ctx, op, id, err)
@@ -383,9 +398,6 @@ func (s *Store) StatMany(ctx context.Context, ids []memstack.Identity) ([]store.
 		if out[i], err = s.parseStat(ctx, op, id, res); err != nil {
 			return nil, err
 		}
-	}
-	if err != nil {
-		return nil, s.fail(ctx, op, ids[0], err)
 	}
 	return out, nil
 }

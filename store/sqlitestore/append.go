@@ -276,13 +276,6 @@ func (s *Store) commitQueued(ctx context.Context) {
 				}
 			}
 		}
-		if len(spans) == 2 {
-			a, b := spans[0], spans[1]
-			if _, err := tx.StmtContext(tctx, s.stmtBump2).ExecContext(tctx, s.ns, a.key, a.n, a.first, a.last, s.ns, b.key, b.n, b.first, b.last); err != nil {
-				return fmt.Errorf("counting the appended messages: %w", err)
-			}
-			return nil
-		}
 		bump := tx.StmtContext(tctx, s.stmtBump)
 		for _, sp := range spans {
 			if _, err := bump.ExecContext(tctx, s.ns, sp.key, sp.n, sp.first, sp.last); err != nil {

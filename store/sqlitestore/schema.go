@@ -116,7 +116,6 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.stmtLock, lockSQL},
 		{&s.stmtInsert, insertSQL},
 		{&s.stmtBump, bumpStatSQL},
-		{&s.stmtBump2, bumpStat2SQL},
 		{&s.stmtLast, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq DESC LIMIT ?`},
 		{&s.stmtTail, tailSQL},
 		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
@@ -204,12 +203,6 @@ func upgrade(ctx context.Context, tx *sql.Tx, v, rows int) error {
 // without messages are deleted). Its parameters are ns, identity key,
 // count, first Seq and last Seq.
 const bumpStatSQL = `INSERT INTO memstack_stat (ns, identity, count, first_seq, last_seq) VALUES (?, ?, ?, ?, ?)
-	ON CONFLICT (ns, identity) DO UPDATE SET count = count + excluded.count, last_seq = excluded.last_seq`
-
-// bumpStat2SQL is bumpStatSQL for two identities in one statement (a
-// group commit of two, or AppendBatches' turn and journal entry): its
-// parameters are bumpStatSQL's for each.
-const bumpStat2SQL = `INSERT INTO memstack_stat (ns, identity, count, first_seq, last_seq) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)
 	ON CONFLICT (ns, identity) DO UPDATE SET count = count + excluded.count, last_seq = excluded.last_seq`
 
 // restat brings the memstack_stat row of (ns, key) up to date after

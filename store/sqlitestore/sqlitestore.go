@@ -260,7 +260,7 @@ type Store struct {
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
-	stmtLock, stmtInsert, stmtBump, stmtBump2, stmtLast, stmtTail, stmtAll, stmtStat, stmtGetState *sql.Stmt
+	stmtLock, stmtInsert, stmtBump, stmtLast, stmtTail, stmtAll, stmtStat, stmtGetState *sql.Stmt
 }
 
 var (
@@ -455,7 +455,7 @@ func (s *Store) Close() error {
 // closeStmts closes the prepared statements.
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtBump2, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState} {
+	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -98,9 +98,13 @@ type Engine struct {
 	// inProcess: the index is a retrieval.BM25, called without a
 	// goroutine of its own (see indexCall).
 	inProcess bool
-	entries   *worker.Registry[identity, recallEntry]
-	scopes    *worker.Registry[string, recallScopeEntry]
-	journalN  atomic.Int64 // journal entries written, to trim now and then
+	// memStore: the store is the in-memory store, which answers in
+	// microseconds: no goroutine, timer or parallel read is worth its
+	// cost there.
+	memStore bool
+	entries  *worker.Registry[identity, recallEntry]
+	scopes   *worker.Registry[string, recallScopeEntry]
+	journalN atomic.Int64 // journal entries written, to trim now and then
 }
 
 // New returns an Engine for c.
@@ -108,6 +112,7 @@ func New(c Config) *Engine {
 	x := &Engine{cfg: c}
 	x.durable, _ = c.Index.(retrieval.Durable)
 	_, x.inProcess = c.Index.(*retrieval.BM25)
+	_, x.memStore = c.Store.(*store.InMemory)
 	x.entries = worker.NewRegistry(c.CacheSize, x.newEntry, x.evict)
 	x.scopes = worker.NewRegistry(c.CacheSize, nil, x.evictScope)
 	return x
@@ -288,11 +293,7 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 	// conversation and of the scope's journal in one round trip.
 	known, journal := x.loadStats(ctx, id)
 	e.mu.Lock()
-	var recs []store.Record
-	var err error
-	if known == nil || !e.exsOK || *known != e.exsStat {
-		recs, err = x.refreshExchanges(ctx, id, e)
-	}
+	recs, err := x.refreshExchanges(ctx, id, e, known)
 	if err != nil {
 		e.mu.Unlock()
 		if cerr := ctx.Err(); cerr != nil {

@@ -37,8 +37,7 @@ func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled 
 	// in-memory store answers in microseconds: a goroutine would cost it
 	// more than it saves.)
 	var written chan error
-	_, inMemory := x.cfg.Store.(*store.InMemory)
-	if x.scoped() && !inMemory {
+	if x.scoped() && !x.memStore {
 		written = make(chan error, 1)
 		go func() { written <- x.journal(ctx, id, e) }()
 	}

@@ -255,7 +255,7 @@ func (x *Engine) journal(ctx context.Context, id identity, e *recallEntry) error
 	// context (other replicas would never index it), only with its own
 	// time limit (the in-memory store answers at once: it needs none).
 	jctx := context.WithoutCancel(ctx)
-	if _, inMemory := x.cfg.Store.(*store.InMemory); !inMemory {
+	if !x.memStore {
 		var cancel context.CancelFunc
 		jctx, cancel = context.WithTimeout(jctx, journalTimeout)
 		defer cancel()
@@ -477,7 +477,7 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 		p := &all[len(all)-1]
 		e.mu.Lock()
 		e.ready, e.seen = false, 0
-		recs, err := x.refreshExchanges(ctx, cid, e)
+		recs, err := x.refreshExchanges(ctx, cid, e, nil)
 		if err == nil && recs == nil {
 			recs, err = loadAll(ctx, x.cfg.Store, cid)
 		}
@@ -525,7 +525,7 @@ func (x *Engine) syncConversation(ctx context.Context, cid identity, all bool) e
 	if all {
 		e.ready, e.seen = false, 0
 	}
-	recs, err := x.refreshExchanges(ctx, cid, e)
+	recs, err := x.refreshExchanges(ctx, cid, e, nil)
 	if err != nil && !errors.As(err, new(recallResetError)) {
 		return err
 	}
@@ -573,10 +573,7 @@ func (x *Engine) otherUnits(ctx context.Context, cid identity, known *store.Stat
 	defer x.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if known != nil && e.exsOK && *known == e.exsStat {
-		return e.exs, nil
-	}
-	if _, err := x.refreshExchanges(ctx, cid, e); err != nil && !errors.As(err, new(recallResetError)) {
+	if _, err := x.refreshExchanges(ctx, cid, e, known); err != nil && !errors.As(err, new(recallResetError)) {
 		return nil, err
 	}
 	return e.exs, nil
@@ -604,8 +601,7 @@ func (x *Engine) readOthers(ctx context.Context, convs []identity) (units [][]Un
 			stats = nil // each conversation is checked on its own below
 		}
 	}
-	_, inMemory := x.cfg.Store.(*store.InMemory)
-	if len(convs) <= 1 || inMemory || stats != nil {
+	if len(convs) <= 1 || x.memStore || stats != nil {
 		for i, cid := range convs {
 			var known *store.Stat
 			if stats != nil {

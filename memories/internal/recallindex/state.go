@@ -25,7 +25,7 @@ func (x *Engine) Clear(ctx context.Context, id identity) error {
 	defer e.mu.Unlock()
 	if x.scoped() {
 		// The units to take out of the scope's index: every one stored.
-		if _, err := x.refreshExchanges(ctx, id, e); err != nil && !errors.As(err, new(recallResetError)) {
+		if _, err := x.refreshExchanges(ctx, id, e, nil); err != nil && !errors.As(err, new(recallResetError)) {
 			return fmt.Errorf("memstack: clearing: %w", err)
 		}
 	}
@@ -88,7 +88,13 @@ func (x *Engine) readRecallState(ctx context.Context, id identity) (recallState,
 // refreshExchanges brings e's exchanges up to date with the store (e.mu is
 // held) and returns every stored record when it had to read them all (on
 // first use, or when the store changed other than by appends), else nil.
-func (x *Engine) refreshExchanges(ctx context.Context, id identity, e *recallEntry) ([]store.Record, error) {
+// known, when not nil, is id's Stat read earlier in the same load (one
+// round trip for many: store.MultiStat); when it is the Stat e's units
+// were read at, they are current and nothing is read.
+func (x *Engine) refreshExchanges(ctx context.Context, id identity, e *recallEntry, known *store.Stat) ([]store.Record, error) {
+	if known != nil && e.exsOK && *known == e.exsStat {
+		return nil, nil
+	}
 	s := x.cfg.Store
 	st, err := s.Stat(ctx, id)
 	if err != nil {
