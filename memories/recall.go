@@ -280,16 +280,20 @@ type RecallEvent struct {
 // hash (observe.Item.Conversation). The scope's units live in one index
 // (a save indexes its turn once; a load searches once, whatever the
 // number of conversations): on its first load a replica indexes every
-// conversation of the scope (store.Users lists them), then catches up with
-// the scope's recall journal — one small message per save under
-// {Tenant, User, RecallJournalConversation}, naming the conversation,
-// never the text — so a turn another replica saved to another
-// conversation is found by the next load, at the cost of one Stat when
-// nothing changed. A load reads (one Stat each) only the conversations
+// conversation of the scope (store.Users lists them), then catches up
+// with what other replicas saved: over a store with a change feed
+// (store.ChangeFeed: sqlitestore), by asking the store which of the
+// scope's conversations were appended to since it last looked, so a save
+// writes nothing but its turn; over the others, from the scope's recall
+// journal — one small message per save under {Tenant, User,
+// RecallJournalConversation}, naming the conversation, never the text —
+// at the cost of one Stat when nothing changed. Either way a turn another
+// replica saved to another conversation is found by the next load. A
+// load reads (one Stat each) only the conversations
 // whose units it shows, and shows only units still stored: a Clear of a
 // conversation, on any replica, or a store Forget removes them from every
-// other conversation's recall; a user-wide ForgetScope removes the journal
-// too. The user scope is the default over a store that lists
+// other conversation's recall (a load whose hits were crowded by units
+// gone searches again); a user-wide ForgetScope removes the journal too. The user scope is the default over a store that lists
 // conversations and an in-process index (the default BM25); over any
 // other store, or with a durable index (WithVector, WithHybrid), a Recall
 // searches the conversation, and asking for a wider scope is an error.

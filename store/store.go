@@ -336,6 +336,34 @@ type MultiAppender interface {
 	AppendBatches(ctx context.Context, batches ...Batch) error
 }
 
+// ChangeFeed is implemented by a Store that can tell which identities of
+// a scope were appended to after a point, from what every Append writes
+// anyway. A Recall searching a user's conversations needs to learn, on
+// each load, which of them other replicas saved to: over a ChangeFeed it
+// asks the store, and a save writes nothing more than a conversation's
+// save would; over another store each save also records itself in the
+// scope's recall journal (an entry under a derived identity).
+//
+// sqlitestore implements it: its Seqs come from one AUTOINCREMENT for the
+// whole file and its writes are serialized, so Seqs are committed in
+// increasing order and "appended after mark" is a read of its per-identity
+// stat rows. The other backends do not: PostgreSQL's and the in-memory
+// store's appends to different identities commit concurrently, so a
+// greater Seq may become visible before a smaller one, and Redis has no
+// such order across hash slots. Package storetest checks it.
+type ChangeFeed interface {
+	// Changed returns the identities within scope, in this store's
+	// namespace, that hold a message with a Seq greater than mark (every
+	// identity with messages, for mark 0), ordered by Key, and next, the
+	// mark to pass to the next call. Nothing is lost between calls: an
+	// Append (or a Rewrite, whose messages get new Seqs) that Changed did
+	// not see gets a Seq greater than next, so the next call, given next,
+	// returns its identity. next is never below mark. Removals (Clear,
+	// Forget, RemovePrefix) are not changes: a reader learns of them from
+	// Stat. A bad scope is an error wrapping ErrInvalidArgument.
+	Changed(ctx context.Context, scope Scope, mark int64) (ids []memstack.Identity, next int64, err error)
+}
+
 // Batch is what MultiAppender.AppendBatches appends to one identity.
 type Batch struct {
 	ID       memstack.Identity

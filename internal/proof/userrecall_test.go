@@ -2,6 +2,7 @@ package proof_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,14 +53,12 @@ func recalled(t testing.TB, m *memories.Recall, id memstack.Identity, input stri
 // next conversation by another replica (another process over the same
 // store), marked as from another conversation; and a turn saved later to
 // the first conversation reaches the other replica's warm index through
-// the recall journal.
+// the store's change feed (SQLite) or the recall journal (the others).
 func TestUserRecall_NewConversationRecallsTheUsersPast(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			space := b.space(t)
 			a := newUserRecall(t, space(userRecallNS))
-			week1 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week1"}
-			week2 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week2"}
 			saveTurn(t, a, week1, "Hi, I need help designing the billing service.", "Sure. What are the requirements of the billing service?")
 			saveTurn(t, a, week1, "It must keep invoices for ten years. Which database should we use?", "We settled on PostgreSQL for the billing service")
 			saveTurn(t, a, week1, "Thanks, let's talk about the frontend tomorrow.", "Good night!")
@@ -71,8 +70,19 @@ func TestUserRecall_NewConversationRecallsTheUsersPast(t *testing.T) {
 
 			saveTurn(t, a, week1, "And for caching the sessions?", "We use Redis for the cache of the sessions")
 			got = recalled(t, bRecall, week2, "which cache did we use for the sessions?")
-			assert.Contains(t, got, "Redis", "the warm replica catches up from the journal")
+			assert.Contains(t, got, "Redis", "the warm replica catches up from the change feed or the journal")
 			assert.Contains(t, got, memories.RecallOtherConversation)
+
+			// Over a store with a change feed (SQLite) a save writes the
+			// turn and nothing else; over the others, a journal entry too.
+			st := space(userRecallNS)
+			journal, err := st.Stat(context.Background(), memstack.Identity{Tenant: "acme", User: "ana", Conversation: memories.RecallJournalConversation})
+			require.NoError(t, err)
+			if _, feed := st.(store.ChangeFeed); feed {
+				assert.Zero(t, journal.Count, "no journal over a change feed")
+			} else {
+				assert.Equal(t, 4, journal.Count, "one journal entry per save")
+			}
 		})
 	}
 }
@@ -118,6 +128,21 @@ func TestUserRecall_OtherUsersAndTenantsNeverSeen(t *testing.T) {
 	}
 }
 
+// Ana's conversations in the replica tests.
+var (
+	week1 = memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week1"}
+	week2 = memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week2"}
+	week3 = memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week3"}
+)
+
+// replicas opens, over b, two user-scoped Recalls (two processes) and a
+// third store value (a third process working on the store directly).
+func replicas(t *testing.T, b backend) (a, other *memories.Recall, third store.Store) {
+	t.Helper()
+	space := b.space(t)
+	return newUserRecall(t, space(userRecallNS)), newUserRecall(t, space(userRecallNS)), space(userRecallNS)
+}
+
 // TestUserRecall_ClearOnAReplicaIsGoneEverywhere: a conversation cleared
 // by one replica (Recall.Clear), forgotten at the store by another
 // (store.Forget), or a user forgotten whole (ForgetScope) is never shown
@@ -125,14 +150,8 @@ func TestUserRecall_OtherUsersAndTenantsNeverSeen(t *testing.T) {
 func TestUserRecall_ClearOnAReplicaIsGoneEverywhere(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			space := b.space(t)
 			ctx := context.Background()
-			a := newUserRecall(t, space(userRecallNS))
-			bRecall := newUserRecall(t, space(userRecallNS))
-			third := space(userRecallNS)
-			week1 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week1"}
-			week2 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week2"}
-			week3 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week3"}
+			a, bRecall, third := replicas(t, b)
 			const query = "what was the codename: marmalade or tangerine or clementine or kumquat?"
 
 			// Recall.Clear on replica A.
@@ -231,4 +250,30 @@ func FuzzUserRecall_NeverAnotherUsersTurn(f *testing.F) {
 			})
 		}
 	})
+}
+
+// TestUserRecall_ForgottenTurnsTakeNoPlace: a replica whose warm index
+// still holds many turns of a user forgotten since (by another process)
+// shows the turn the user saved after the forget: the forgotten ones,
+// found first by the search, give their places up in the same load.
+func TestUserRecall_ForgottenTurnsTakeNoPlace(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			a, bRecall, third := replicas(t, b)
+			const query = "what is the codename of the project now?"
+			for i := range 12 {
+				saveTurn(t, a, week1, fmt.Sprintf("The codename of the project is fruit%d now.", i), fmt.Sprintf("Got it, the project codename is fruit%d now.", i))
+			}
+			require.Contains(t, recalled(t, bRecall, week2, query), "fruit", "B is warm")
+			users, ok := third.(store.Users)
+			require.True(t, ok, "%T implements store.Users", third)
+			_, err := users.ForgetScope(ctx, store.UserScope("acme", "ana"))
+			require.NoError(t, err)
+			saveTurn(t, a, week3, "The codename of the project is kumquat now.", "Got it, kumquat.")
+			got := recalled(t, bRecall, week2, query)
+			assert.Contains(t, got, "kumquat", "the turn saved after the forget is shown")
+			assert.NotContains(t, got, "fruit", "nothing forgotten is shown")
+		})
+	}
 }

@@ -178,6 +178,8 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 
 var _ store.MultiAppender = (*Store)(nil)
 
+var _ store.ChangeFeed = (*Store)(nil)
+
 func (s *Store) enqueue(reqs ...*appendReq) {
 	s.qmu.Lock()
 	s.queue = append(s.queue, reqs...)

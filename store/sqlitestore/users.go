@@ -97,6 +97,52 @@ func (s *Store) Identities(ctx context.Context, scope store.Scope) ([]memstack.I
 	return ids, nil
 }
 
+// changedSQL lists the identities of the namespace ?1 in the key range
+// ?2 to ?3 whose last Seq is above ?4: one range of memstack_stat's
+// primary key, which every Append keeps in step in its own transaction.
+const changedSQL = `SELECT identity, last_seq FROM memstack_stat
+	WHERE ns = ?1 AND identity >= ?2 AND identity < ?3 AND last_seq > ?4 ORDER BY identity`
+
+// Changed implements store.ChangeFeed from memstack_stat: the identities
+// of scope, in this Store's namespace, whose last Seq is above mark. Seqs
+// come from the file's one AUTOINCREMENT and SQLite runs one write
+// transaction at a time (in every process sharing the file), so Seqs are
+// committed in increasing order: the statement's snapshot holds every
+// message up to the greatest Seq it shows, and next is that Seq (or mark,
+// when nothing is newer). It reads the scope's stat rows, one per
+// conversation with messages, and writes nothing.
+func (s *Store) Changed(ctx context.Context, scope store.Scope, mark int64) ([]memstack.Identity, int64, error) {
+	what, err := s.checkScope(ctx, "Changed", scope)
+	if err != nil {
+		return nil, 0, err
+	}
+	lo, hi := scopeRange(scope)
+	rows, err := s.db.QueryContext(ctx, changedSQL, s.ns, lo, hi, mark)
+	if err != nil {
+		return nil, 0, s.failed(ctx, what, err)
+	}
+	defer rows.Close()
+	var ids []memstack.Identity
+	next := mark
+	for rows.Next() {
+		var key string
+		var last int64
+		if err := rows.Scan(&key, &last); err != nil {
+			return nil, 0, s.failed(ctx, what, err)
+		}
+		id, err := parseKey(key)
+		if err != nil {
+			return nil, 0, s.failed(ctx, what, err)
+		}
+		ids = append(ids, id)
+		next = max(next, last)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, s.failed(ctx, what, err)
+	}
+	return ids, next, nil
+}
+
 // Export implements store.Users: everything the file holds for the
 // identities within scope, in every namespace, read in one transaction
 // (one snapshot of the file). A stored message that does not decode fails

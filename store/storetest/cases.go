@@ -27,6 +27,8 @@ var cases = []testCase{
 	{"All", testAll},
 	{"Stat", testStat},
 	{"StatMany", testStatMany},
+	{"Changed", testChanged},
+	{"ChangedLosesNothing", testChangedLosesNothing},
 	{"RemovePrefix", testRemovePrefix},
 	{"RemovePrefixPinsSystemMessages", testRemovePrefixPinsSystem},
 	{"Clear", testClear},

@@ -24,12 +24,16 @@
 //   - Scopes. With a scope wider than the conversation, the units of
 //     every conversation of the user (or tenant) live in one index
 //     namespace, each under a doc ID of the scope's own (Seqs are unique
-//     per conversation only). A save records the conversation it saved
-//     to in the scope's journal, a small message under a derived
-//     identity; a load catches up from it with one Stat when nothing
-//     changed, and a process's first load of a scope (or one behind a
-//     trimmed journal) indexes every conversation of the scope
-//     (store.Users lists them), oldest first.
+//     per conversation only). A load learns which conversations other
+//     processes saved to since it last looked from the store's change
+//     feed (store.ChangeFeed: sqlitestore's per-conversation stat rows,
+//     which every Append writes anyway), so a save writes nothing more
+//     than a conversation-scoped one. Over a store without one, a save
+//     records the conversation it saved to in the scope's journal, a
+//     small message under a derived identity, and a load catches up from
+//     it with one Stat when nothing changed. A process's first load of a
+//     scope (or one behind a trimmed journal) indexes every conversation
+//     of the scope (store.Users lists them), oldest first.
 //   - Views. Load returns a View: for a conversation, its units; for a
 //     wider scope, the units around the hits, in runs of one
 //     conversation each, read from the store only for the conversations
@@ -102,6 +106,10 @@ type Engine struct {
 	// microseconds: no goroutine, timer or parallel read is worth its
 	// cost there.
 	memStore bool
+	// feed: the store's change feed, for a scope wider than the
+	// conversation over a store.ChangeFeed (nil otherwise: the scope's
+	// journal tells what changed).
+	feed     store.ChangeFeed
 	entries  *worker.Registry[identity, recallEntry]
 	scopes   *worker.Registry[string, recallScopeEntry]
 	journalN atomic.Int64 // journal entries written, to trim now and then
@@ -113,6 +121,9 @@ func New(c Config) *Engine {
 	x.durable, _ = c.Index.(retrieval.Durable)
 	_, x.inProcess = c.Index.(*retrieval.BM25)
 	_, x.memStore = c.Store.(*store.InMemory)
+	if f, ok := c.Store.(store.ChangeFeed); ok && c.Scope != ScopeConversation {
+		x.feed = f
+	}
 	x.entries = worker.NewRegistry(c.CacheSize, x.newEntry, x.evict)
 	x.scopes = worker.NewRegistry(c.CacheSize, nil, x.evictScope)
 	return x
@@ -268,7 +279,7 @@ func firstRecent(exs []Unit, n int) int {
 // otherwise, or when the read fails (each is then read on its own).
 func (x *Engine) loadStats(ctx context.Context, id identity) (cur, journal *store.Stat) {
 	ms, ok := x.cfg.Store.(store.MultiStat)
-	if !ok || !x.scoped() {
+	if !ok || !x.journals() {
 		return nil, nil
 	}
 	st, err := ms.StatMany(ctx, []identity{id, x.journalID(id)})

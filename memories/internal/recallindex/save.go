@@ -16,8 +16,9 @@ import (
 
 // Saved indexes what the store holds for id after a save (what: "turn"
 // or "message", for the error) and, for a scope wider than the
-// conversation, records the save in the scope's journal — unless
-// journaled: the caller stored the entry (JournalEntry) with the turn. A
+// conversation over a store without a change feed, records the save in
+// the scope's journal — unless journaled: the caller stored the entry
+// (JournalEntry) with the turn. A
 // transient indexing failure is reported and retried later (nil is
 // returned); a permanent one is returned, wrapped.
 func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled bool) error {
@@ -37,7 +38,7 @@ func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled 
 	// in-memory store answers in microseconds: a goroutine would cost it
 	// more than it saves.)
 	var written chan error
-	if x.scoped() && !x.memStore {
+	if x.journals() && !x.memStore {
 		written = make(chan error, 1)
 		go func() { written <- x.journal(ctx, id, e) }()
 	}
@@ -46,7 +47,7 @@ func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled 
 	switch {
 	case written != nil:
 		jerr = <-written
-	case x.scoped():
+	case x.journals():
 		jerr = x.journal(ctx, id, e)
 	}
 	if err != nil && retrieval.Permanent(err) {

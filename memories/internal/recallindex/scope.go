@@ -107,6 +107,10 @@ func (o recallOwner) id() identity { return o.conv.id }
 // scoped reports whether m searches more than the conversation.
 func (x *Engine) scoped() bool { return x.cfg.Scope != ScopeConversation }
 
+// journals reports whether saves record themselves in the scope's journal:
+// a scope wider than the conversation over a store without a change feed.
+func (x *Engine) journals() bool { return x.scoped() && x.feed == nil }
+
 // ns is the index scope (retrieval's namespace) id's units are kept under:
 // the conversation's Key, or the user's or tenant's key prefix, marked.
 func (x *Engine) ns(id identity) string {
@@ -223,9 +227,10 @@ func (x *Engine) disown(id identity, seqs []int64) []int64 {
 // conversation, the journal entry a save to id records and the journal's
 // identity, so that a caller whose store is a store.MultiAppender stores
 // the turn and its entry in one write (and then calls Saved with
-// journaled set); ok is false for a conversation-scoped Recall.
+// journaled set); ok is false for a conversation-scoped Recall and for
+// one over a store.ChangeFeed, which keeps no journal.
 func (x *Engine) JournalEntry(id identity) (jid identity, entry llms.ChatMessage, ok bool, err error) {
-	if !x.scoped() {
+	if !x.journals() {
 		return identity{}, nil, false, nil
 	}
 	b, err := json.Marshal([2]string{id.User, id.Conversation})
@@ -315,6 +320,9 @@ func (x *Engine) trimJournal(ctx context.Context, jid identity) {
 func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry, known *store.Stat) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if x.feed != nil {
+		return x.syncFromFeed(ctx, id, u)
+	}
 	s := x.cfg.Store
 	jid := x.journalID(id)
 	var st store.Stat
@@ -345,16 +353,10 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 		}
 	}
 	if !u.built {
-		return x.buildScope(ctx, id, u, st)
+		return x.buildScope(ctx, id, u, x.listScope(id, st))
 	}
-	retry := u.retry
-	u.retry = nil
-	for _, cid := range retry {
-		if err := x.syncConversation(ctx, cid, true); err != nil {
-			if err := x.cannotRead(ctx, u, cid, err); err != nil {
-				return err
-			}
-		}
+	if err := x.retryUnread(ctx, u); err != nil {
+		return err
 	}
 	if st.Count == 0 || st.LastSeq == u.seen {
 		return nil
@@ -368,7 +370,7 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	if behind, err := x.trimmedPast(ctx, jid, u.seen); err != nil {
 		return err
 	} else if behind {
-		return x.buildScope(ctx, id, u, st)
+		return x.buildScope(ctx, id, u, x.listScope(id, st))
 	}
 	seen := make(map[identity]bool)
 	for _, r := range recs {
@@ -389,6 +391,70 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	}
 	u.seen = max(u.seen, st.LastSeq)
 	return nil
+}
+
+// syncFromFeed is syncScope over a store.ChangeFeed: the first time it
+// indexes every conversation the feed lists; afterwards the
+// conversations it names as appended to since the mark this process last
+// read (one query when nothing changed). A Clear or Forget elsewhere is no
+// change: a load checks every conversation it shows against the store, so
+// units gone take no place (see scopedHits).
+func (x *Engine) syncFromFeed(ctx context.Context, id identity, u *recallScopeEntry) error {
+	scope := x.storeScope(id)
+	if !u.built {
+		return x.buildScope(ctx, id, u, func(ctx context.Context) ([]identity, int64, error) {
+			return x.feed.Changed(ctx, scope, 0)
+		})
+	}
+	if err := x.retryUnread(ctx, u); err != nil {
+		return err
+	}
+	ids, next, err := x.feed.Changed(ctx, scope, u.seen)
+	if err != nil {
+		return fmt.Errorf("memstack: reading what changed in %s: %w", scope, err)
+	}
+	for _, cid := range ids {
+		if storekit.Derived(cid) || !scope.Contains(cid) {
+			continue
+		}
+		if err := x.syncConversation(ctx, cid, false); err != nil {
+			if err := x.cannotRead(ctx, u, cid, err); err != nil {
+				return err
+			}
+		}
+	}
+	u.seen = max(u.seen, next)
+	return nil
+}
+
+// retryUnread indexes again the conversations the scope's last sync
+// could not read (see cannotRead).
+func (x *Engine) retryUnread(ctx context.Context, u *recallScopeEntry) error {
+	retry := u.retry
+	u.retry = nil
+	for _, cid := range retry {
+		if err := x.syncConversation(ctx, cid, true); err != nil {
+			if err := x.cannotRead(ctx, u, cid, err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// listScope returns buildScope's list for a scope followed through its
+// journal: the scope's conversations (store.Users), and the journal's
+// last Seq read before (st): what is saved after that is caught up from
+// the journal.
+func (x *Engine) listScope(id identity, st store.Stat) func(ctx context.Context) ([]identity, int64, error) {
+	return func(ctx context.Context) ([]identity, int64, error) {
+		users, ok := x.cfg.Store.(store.Users)
+		if !ok {
+			return nil, 0, fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
+		}
+		ids, err := users.Identities(ctx, x.storeScope(id))
+		return ids, st.LastSeq, err
+	}
 }
 
 // cannotRead handles the failure to index conversation cid while a scope
@@ -426,12 +492,14 @@ func (x *Engine) trimmedPast(ctx context.Context, jid identity, seen int64) (boo
 	return through > seen, nil
 }
 
-// buildScope indexes every conversation of id's scope (st is the journal's
-// Stat, read before the conversations are listed: what is saved after
-// that is caught up from the journal).
-func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntry, st store.Stat) error {
-	users, ok := x.cfg.Store.(store.Users)
-	if !ok {
+// buildScope indexes every conversation of id's scope, starting from an
+// empty in-process index: list, called once the index is reset, returns
+// the conversations and the mark the scope's entry has caught up with
+// (the journal's last Seq read before the listing, or the change feed's
+// mark of the same read): what is saved after it is caught up from the
+// journal or the feed.
+func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntry, list func(context.Context) ([]identity, int64, error)) error {
+	if _, ok := x.cfg.Store.(store.Users); !ok && x.feed == nil {
 		return fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
 	}
 	if x.durable == nil {
@@ -449,7 +517,7 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 		u.owner, u.convs = nil, nil
 		u.omu.Unlock()
 	}
-	ids, err := users.Identities(ctx, x.storeScope(id))
+	ids, seen, err := list(ctx)
 	if err != nil {
 		return fmt.Errorf("memstack: listing the conversations of %s: %w", x.storeScope(id), err)
 	}
@@ -511,7 +579,7 @@ func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntr
 			return fmt.Errorf("memstack: recall index: %w", err)
 		}
 	}
-	u.built, u.seen = true, st.LastSeq
+	u.built, u.seen = true, seen
 	return nil
 }
 
@@ -650,15 +718,38 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 		}
 		return View{}, err
 	}
+	// Units no longer stored (cleared or forgotten by another process
+	// since this one indexed them) are found by the search like any
+	// other, and taken out of the index when the load sees they are gone.
+	// When they filled the hits asked for, they may have crowded out
+	// units still stored: the search runs again, asking for more, up to
+	// staleSearches times.
+	ask := q.Want + len(cur) - first
+	for try := 1; ; try++ {
+		v, crowded, err := x.scopedView(ctx, id, u, cur, first, q, ask)
+		if err != nil || !crowded || try == staleSearches || ask >= maxSearch {
+			return v, err
+		}
+		ask *= 4
+	}
+}
+
+// staleSearches bounds the searches of one scoped load when hits of units
+// no longer stored crowd out those wanted.
+const staleSearches = 3
+
+// scopedView is one search of scopedHits, asking the index for ask hits.
+// crowded reports that every hit asked for came back and some were of
+// units no longer stored (now taken out of the index).
+func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntry, cur []Unit, first int, q Query, ask int) (v View, crowded bool, err error) {
 	var hits []retrieval.Hit
-	var err error
 	if strings.TrimSpace(q.Text) != "" {
-		hits, err = x.search(ctx, id, q.Text, q.Want+len(cur)-first)
+		hits, err = x.search(ctx, id, q.Text, ask)
 		if err != nil && !retrieval.Permanent(err) && ctx.Err() == nil {
 			err = nil // transient, reported: use what came back
 		}
 		if err != nil {
-			return View{}, err
+			return View{}, false, err
 		}
 	}
 	u.omu.Lock()
@@ -702,7 +793,7 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	// found (recallViewReach on either side: the neighbours and partners
 	// a selection may show), one run per stretch of them: a load reads and
 	// copies what it may show, not the conversations.
-	v := View{cur: id}
+	v = View{cur: id}
 	if len(hits) > 0 {
 		v.Top = hits[0].Score
 	}
@@ -713,10 +804,10 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	gone := map[identity][]int64{}
 	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1])
 	if fatal != nil {
-		return View{}, fatal
+		return View{}, false, fatal
 	}
 	if err := ctx.Err(); err != nil {
-		return View{}, err
+		return View{}, false, err
 	}
 	for ci, cid := range convs {
 		exs := cur
@@ -778,7 +869,7 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 		// out of the in-process index, so they take no hit's place again.
 		_ = x.removeUnits(context.WithoutCancel(ctx), cid, seqs)
 	}
-	return v, nil
+	return v, len(gone) > 0 && len(hits) >= ask, nil
 }
 
 // recallViewReach is how many units on either side of a hit a scoped
