@@ -282,7 +282,7 @@ type RecallEvent struct {
 // number of conversations): on its first load a replica indexes every
 // conversation of the scope (store.Users lists them), then catches up
 // with what other replicas saved: over a store with a change feed
-// (store.ChangeFeed: sqlitestore), by asking the store which of the
+// (store.ChangeFeed: sqlitestore, redisstore on one server), by asking the store which of the
 // scope's conversations were appended to since it last looked, so a save
 // writes nothing but its turn; over the others, from the scope's recall
 // journal — one small message per save under {Tenant, User,

@@ -61,8 +61,8 @@ func WithRecallScope(s RecallScope) RecallOption {
 // RecallJournalConversation is the Conversation part of the identity
 // {Tenant, User, RecallJournalConversation} under which a Recall searching
 // a user's conversations keeps the user's recall journal, over a store
-// without a change feed (store.ChangeFeed; sqlitestore has one and gets
-// no journal): one small message per save naming the conversation saved
+// without a change feed (store.ChangeFeed; sqlitestore and redisstore on
+// one server have one and get no journal): one small message per save naming the conversation saved
 // to (never the turn's text), so that every replica finds, with one Stat,
 // the turns other replicas saved to the user's other conversations. A tenant-wide Recall
 // keeps its journal under {Tenant, "", RecallJournalConversation +

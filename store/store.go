@@ -337,30 +337,42 @@ type MultiAppender interface {
 }
 
 // ChangeFeed is implemented by a Store that can tell which identities of
-// a scope were appended to after a point, from what every Append writes
-// anyway. A Recall searching a user's conversations needs to learn, on
-// each load, which of them other replicas saved to: over a ChangeFeed it
-// asks the store, and a save writes nothing more than a conversation's
-// save would; over another store each save also records itself in the
-// scope's recall journal (an entry under a derived identity).
+// a scope were appended to after a point, kept by its appends themselves.
+// A Recall searching a user's conversations needs to learn, on each load,
+// which of them other replicas saved to: over a ChangeFeed that follows
+// the scope it asks the store, and a save writes nothing more than a
+// conversation's save would; over another store each save also records
+// itself in the scope's recall journal (an entry under a derived
+// identity).
 //
-// sqlitestore implements it: its Seqs come from one AUTOINCREMENT for the
-// whole file and its writes are serialized, so Seqs are committed in
-// increasing order and "appended after mark" is a read of its per-identity
-// stat rows. The other backends do not: PostgreSQL's and the in-memory
-// store's appends to different identities commit concurrently, so a
-// greater Seq may become visible before a smaller one, and Redis has no
-// such order across hash slots. Package storetest checks it.
+// sqlitestore follows every scope: its Seqs come from one AUTOINCREMENT
+// for the whole file and its writes are serialized, so Seqs are committed
+// in increasing order and "appended after mark" is a read of its
+// per-identity stat rows. redisstore follows a user's conversations on a
+// client of one server (its append script also stamps the conversation in
+// a per-user sorted set, in the same atomic step), not a tenant's, nor
+// over a Cluster, a Ring or a server that may evict keys. PostgreSQL's and
+// the in-memory store's appends to different identities commit
+// concurrently, so a greater Seq may become visible before a smaller one:
+// they have no feed. Package storetest checks it.
 type ChangeFeed interface {
+	// Follows reports whether Changed answers for scopes like scope (a
+	// user's, or a tenant's every user's) in this store's configuration.
+	// It is fixed for the life of the Store: a reader that finds it false
+	// follows the scope another way.
+	Follows(scope Scope) bool
 	// Changed returns the identities within scope, in this store's
-	// namespace, that hold a message with a Seq greater than mark (every
-	// identity with messages, for mark 0), ordered by Key, and next, the
-	// mark to pass to the next call. Nothing is lost between calls: an
-	// Append (or a Rewrite, whose messages get new Seqs) that Changed did
-	// not see gets a Seq greater than next, so the next call, given next,
-	// returns its identity. next is never below mark. Removals (Clear,
-	// Forget, RemovePrefix) are not changes: a reader learns of them from
-	// Stat. A bad scope is an error wrapping ErrInvalidArgument.
+	// namespace, appended to after mark (for mark 0, every one the feed
+	// holds: sqlitestore's every identity with messages, redisstore's
+	// every one appended to since the store followed it), ordered by Key,
+	// and next, the mark to pass to the
+	// next call. Nothing is lost between calls: an Append that Changed did
+	// not report gets a mark greater than next, so the next call, given
+	// next, returns its identity. next is never below mark. Removals
+	// (Clear, Forget, RemovePrefix) are not changes: a reader learns of
+	// them from Stat. A scope the store does not follow is an error
+	// wrapping errors.ErrUnsupported; a bad scope one wrapping
+	// ErrInvalidArgument.
 	Changed(ctx context.Context, scope Scope, mark int64) (ids []memstack.Identity, next int64, err error)
 }
 

@@ -34,8 +34,21 @@
 //	<prefix>:{<identity key>}:ops                  hash, recent write tokens → their replies
 //	<prefix>:{<identity key>}:opq                  list, "<ms> <token>", oldest first
 //	<prefix>:{<slot tag>}:forgotten                string, the forgotten version of one slot
+//	<prefix>:feed{<tenant>:<user>:}:<namespace>    sorted set, a user's conversations by last append's mark
+//	<prefix>:feed{<tenant>:<user>:}:<namespace>:n  string, the last mark of that feed
 //
-// The last key is not any identity's: there is one per Redis Cluster hash
+// The last two are a user's change feed (store.ChangeFeed, see Changed),
+// kept on a client of one server that evicts no keys: each append scores
+// its identity key there, in the same script, with a mark that only grows
+// (max(last mark+1, the server's clock in microseconds)), so a Recall that
+// searches the user's conversations learns on a load which of them other
+// replicas appended to without each save writing a journal entry. Forget
+// takes the identity out of the feed in the same script as it deletes its
+// keys; ForgetScope deletes the feeds of the scope's users last. Under a
+// Cluster or a Ring client (a user's conversations live on several nodes)
+// or WithEvictionAllowed no feed is kept.
+//
+// The forgotten key is not any identity's: there is one per Redis Cluster hash
 // slot that a Forget, or a Clear under a TTL, has touched (at most 16,384
 // per prefix), shared by every identity whose key hashes to that slot. Its slot tag is the first of f0, f1, f2, … that hashes to
 // the slot (CRC-16/XMODEM mod 16384, as Redis Cluster hashes tags), so the
@@ -195,7 +208,8 @@
 // before it conflicts. Last it forgets the user's derived identities
 // (storekit.DerivedOf), also when SCAN did not find them, which moves their
 // slots' forgotten versions: a per-user Facts extraction in flight cannot
-// land its facts after the forget. Writes racing with it may create
+// land its facts after the forget; then it deletes the change feeds of the
+// scope's users (a feed names conversations). Writes racing with it may create
 // conversations it does not find: call it when the user's traffic has
 // stopped, or again.
 //

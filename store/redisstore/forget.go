@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
 )
 
 // Clear implements store.Store with one script: it deletes the identity's
@@ -33,6 +34,50 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 		return s.corruptStatus(op, id, st)
 	}
 	return nil
+}
+
+// runForget runs forgetScript for id with keys ks, then, when the store
+// keeps change feeds, the feed of id's user in every namespace of names,
+// and the namespaces names.
+func (s *Store) runForget(ctx context.Context, id memstack.Identity, ks []string, names []string) ([]any, error) {
+	feeds := 0
+	if s.feeds() {
+		for _, ns := range names {
+			set, _ := s.feedKeys(id.Tenant, id.User, ns)
+			ks = append(ks, set)
+		}
+		feeds = len(names)
+	}
+	args := make([]any, 0, 2+len(names))
+	args = append(args, strconv.Itoa(feeds), id.Key())
+	for _, ns := range names {
+		args = append(args, ns)
+	}
+	return forgetScript.Run(ctx, s.client, ks, args...).Slice()
+}
+
+// dropFeeds deletes the change feeds of every user within scope, in every
+// namespace (ForgetScope's last step): a feed names conversations.
+func (s *Store) dropFeeds(ctx context.Context, scope store.Scope) error {
+	if !s.feeds() {
+		return nil
+	}
+	pattern := globEscape(s.prefix) + ":feed{" + globEscape(scope.KeyPrefix()) + "*"
+	var cursor uint64
+	for {
+		keys, next, err := s.client.Scan(ctx, cursor, pattern, scanBatch).Result()
+		if err != nil {
+			return fmt.Errorf("SCAN MATCH %q: %w", pattern, err)
+		}
+		if len(keys) > 0 {
+			if err := s.client.Unlink(ctx, keys...).Err(); err != nil {
+				return fmt.Errorf("deleting change feeds: %w", err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // maxForgetAttempts bounds Forget's optimistic retries (a namespace
@@ -100,17 +145,15 @@ func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *
 		sort.Strings(names)
 		ks := make([]string, 0, 5+4*len(names)+len(other))
 		ks = append(ks, k.seq, k.nss, k.forgotten, k.ops, k.opq)
-		args := make([]any, len(names))
-		for i, ns := range names {
+		for _, ns := range names {
 			m, st, c, sys := k.inNamespace(ns)
 			ks = append(ks, m, st, c, sys)
-			args[i] = ns
 		}
 		ks = append(ks, other...)
 		if err := ctx.Err(); err != nil {
 			return s.fail(ctx, op, id, err) // nothing was sent
 		}
-		res, err := forgetScript.Run(ctx, s.client, ks, args...).Slice()
+		res, err := s.runForget(ctx, id, ks, names)
 		if err != nil {
 			return s.fail(ctx, op, id, writeOutcome(err))
 		}

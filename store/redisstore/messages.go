@@ -50,7 +50,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err != nil {
 		return err
 	}
-	res, err := s.runWriteAs(ctx, token, appendScript, s.keysOf(id).all(), args...)
+	res, err := s.runWriteAs(ctx, token, appendScript, s.appendKeys(id), args...)
 	if err != nil {
 		return s.fail(ctx, op, id, err)
 	}
@@ -120,7 +120,7 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 	run := func() error {
 		_, err := c.TxPipelined(wctx, func(p redis.Pipeliner) error {
 			for i, pt := range parts {
-				cmds[i] = appendScript.EvalSha(wctx, p, s.keysOf(pt.id).all(), pt.args...)
+				cmds[i] = appendScript.EvalSha(wctx, p, s.appendKeys(pt.id), pt.args...)
 			}
 			return nil
 		})
@@ -152,7 +152,7 @@ var _ store.MultiAppender = (*Store)(nil)
 
 // appendArgs returns the write token of an append of msgs to id dated at
 // under append key key ("" for none: a fresh token) and the append
-// script's arguments after the token.
+// script's arguments after the token (with appendKeys, its KEYS).
 func (s *Store) appendArgs(op string, id memstack.Identity, at time.Time, key string, msgs []llms.ChatMessage) (string, []any, error) {
 	token := newToken()
 	if key != "" {
@@ -162,7 +162,11 @@ func (s *Store) appendArgs(op string, id memstack.Identity, at time.Time, key st
 	if err != nil {
 		return "", nil, err
 	}
-	return token, append([]any{s.ns, s.ttlArg}, elems...), nil
+	member := ""
+	if s.feeds() {
+		member = id.Key()
+	}
+	return token, append([]any{s.ns, s.ttlArg, member}, elems...), nil
 }
 
 // loadingScript calls run, which sends script by its hash; when the

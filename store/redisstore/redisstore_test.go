@@ -81,6 +81,13 @@ func keysOf(prefix, ns string, id memstack.Identity) keyNames {
 		forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
 }
 
+// feedKeysOf returns the documented keys of the change feed of id's user
+// in namespace ns: the sorted set and its counter.
+func feedKeysOf(prefix, ns string, id memstack.Identity) (set, counter string) {
+	set = prefix + ":feed{" + store.UserScope(id.Tenant, id.User).KeyPrefix() + "}:" + ns
+	return set, set + ":n"
+}
+
 // slotTag is the documented tag of a slot's forgotten key: the first of
 // f0, f1, f2, … that hashes to the slot.
 func slotTag(want int) string {
@@ -403,6 +410,8 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 			want[k.msgs], want[k.state], want[k.seq], want[k.nss] = true, true, true, true
 			want[k.sys] = true                    // the index of the system messages
 			want[k.ops], want[k.opq] = true, true // the tokens of the last writes
+			set, counter := feedKeysOf(prefix, ns, id)
+			want[set], want[counter] = true, true // the user's change feed
 		}
 	}
 	// A Clear leaves the namespace's mark behind; a Forget leaves no key
@@ -412,9 +421,16 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 	require.NoError(t, facts.Clear(ctx, cleared))
 	c := keysOf(prefix, "facts", cleared)
 	want[c.cleared], want[c.seq], want[c.nss], want[c.ops], want[c.opq] = true, true, true, true, true
+	set, counter := feedKeysOf(prefix, "facts", cleared)
+	want[set], want[counter] = true, true // a Clear is no change: the feed still names it
 	require.NoError(t, recent.Append(ctx, forgotten, human("q")))
 	require.NoError(t, recent.Forget(ctx, forgotten))
 	want[keysOf(prefix, "recent", forgotten).forgotten] = true
+	// The Forget took the conversation out of its user's feed (which,
+	// empty, is gone); the feed's counter, which names only the user, is
+	// left for the user's next append (ForgetScope deletes it).
+	_, counter = feedKeysOf(prefix, "recent", forgotten)
+	want[counter] = true
 	ids = append(ids, cleared, forgotten)
 
 	got := map[string]bool{}

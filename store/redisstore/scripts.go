@@ -281,25 +281,45 @@ local function push(first, from, mode)
 end
 `
 
-// appendScript: KEYS as in prelude; ARGV token (under an append key, one
-// derived from the key; see appendKeyToken), namespace, ttl in ms (0:
-// none), then one "<flag>|<encoded message>" per message. It pushes the
-// messages, copying the system ones to the index. It returns {'ok', first
-// Seq} (a decimal string) or {'corrupt-seq'}; a run with a token already
-// recorded stores nothing and returns the recorded reply.
+// appendScript: KEYS as in prelude, then (with a feed member) the user's
+// change feed and its counter (feedKeys); ARGV token (under an append
+// key, one derived from the key; see appendKeyToken), namespace, ttl in
+// ms (0: none), the feed member (the identity's key, or an empty string
+// when the store keeps no feed), then one "<flag>|<encoded message>" per message. It
+// pushes the messages, copying the system ones to the index, and scores
+// the member in the feed with the counter's next mark (max(counter+1,
+// server clock in microseconds), so marks only grow, also after the
+// counter is deleted): scripts run one at a time, so marks are given in
+// the order the appends happen. It returns {'ok', first Seq} (a decimal
+// string) or {'corrupt-seq'}; a run with a token already recorded stores
+// nothing and returns the recorded reply.
 var appendScript = redis.NewScript(prelude + `
 local done = replayed(KEYS[7], ARGV[1])
 if done then return {'ok', done} end
 local ttl = tonumber(ARGV[3])
-local n = #ARGV - 3
+local n = #ARGV - 4
 local seqBefore, nssBefore = ttlBefore(ttl)
 local mode = indexMode(KEYS[1], KEYS[9])
 local first = nextSeqs(n)
 if not first then return {'corrupt-seq'} end
-push(first, 4, mode)
+push(first, 5, mode)
 sealIndex(KEYS[1], KEYS[9], mode)
 redis.call('SADD', KEYS[4], ARGV[2])
 refresh(ttl, seqBefore, nssBefore)
+if ARGV[4] ~= '' then
+  local c = tonumber(redis.call('GET', KEYS[11]) or '0') or 0
+  local t = redis.call('TIME')
+  local mark = math.max(c + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  local m = string.format('%.0f', mark)
+  redis.call('SET', KEYS[11], m)
+  redis.call('ZADD', KEYS[10], m, ARGV[4])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[10], ttl)
+    redis.call('PEXPIRE', KEYS[11], ttl)
+  else
+    redis.call('PERSIST', KEYS[10])
+  end
+end
 local r = string.format('%.0f', first)
 remember(KEYS[7], KEYS[8], ARGV[1], r)
 return {'ok', r}
@@ -623,7 +643,12 @@ return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), re
 
 // forgetScript: KEYS seq, nss, forgotten (the slot's), ops, opq, then the
 // msgs, state, cleared and sys keys of every namespace named in ARGV, then
-// any other key of the identity (found by SCAN). It returns {'retry'} when the
+// any other key of the identity (found by SCAN), then the change feeds
+// (feedKeys) of the identity's user, whose number ARGV[1] gives; ARGV
+// that number, the identity's key (its member in the feeds), then the
+// namespaces. It takes the identity out of the feeds in the same step as
+// it deletes its keys, so an append just after is a change no reader
+// misses. It returns {'retry'} when the
 // nss set names a namespace the caller did not pass (read the set again),
 // {'wait', microseconds} when the counter is ahead of the clock by less
 // than 2 s (deleting it now could let a Seq be handed out twice), and else
@@ -656,6 +681,8 @@ return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), re
 // identity, and a fresh forgotten version — and removes whatever was
 // written between the two runs, as a Forget called just then would.
 var forgetScript = redis.NewScript(`
+local feeds = tonumber(ARGV[1])
+local nns = #ARGV - 2
 local last = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -663,7 +690,7 @@ if last >= now and last - now < 2000000 then
   return {'wait', string.format('%.0f', last - now + 1)}
 end
 local known = {}
-for i = 1, #ARGV do known[ARGV[i]] = true end
+for i = 3, #ARGV do known[ARGV[i]] = true end
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if not known[m] then return {'retry'} end
 end
@@ -674,12 +701,12 @@ end
 local f = now
 if last + 1 > f then f = last + 1 end
 local cand = {number(redis.call('GET', KEYS[3]))}
-for i = 8, 5 + 4 * #ARGV, 4 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
+for i = 8, 5 + 4 * nns, 4 do cand[#cand + 1] = number(redis.call('GET', KEYS[i])) end
 for _, v in ipairs(cand) do
   if v + 1 > f then f = v + 1 end
 end
 local del = {KEYS[1], KEYS[2]}
-for i = 4, #KEYS do
+for i = 4, #KEYS - feeds do
   del[#del + 1] = KEYS[i]
   if #del == 500 then
     redis.call('UNLINK', unpack(del))
@@ -687,6 +714,7 @@ for i = 4, #KEYS do
   end
 end
 if #del > 0 then redis.call('UNLINK', unpack(del)) end
+for i = #KEYS - feeds + 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[2]) end
 redis.call('SET', KEYS[3], string.format('%.0f', f))
 return {'ok'}
 `)

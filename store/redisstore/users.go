@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -207,6 +208,52 @@ func (s *Store) scanScope(ctx context.Context, op string, scope store.Scope) ([]
 	return out, nil
 }
 
+// Follows implements store.ChangeFeed: a Store follows a user's
+// conversations when it keeps change feeds (on a client of one server
+// that evicts no keys; see Changed), never a tenant's.
+func (s *Store) Follows(scope store.Scope) bool { return s.feeds() && !scope.AllUsers }
+
+// Changed implements store.ChangeFeed with one ZRANGEBYSCORE of the
+// user's feed in this namespace: a sorted set of the user's conversation
+// keys that every Append (and AppendBatches) scores, in its own script,
+// with a mark that grows with every append (see appendScript). Scripts run
+// one at a time on the server, so an append that this read did not see
+// gets a greater mark than any it saw. The feed holds the conversations
+// appended to since the store kept feeds (a Store of an earlier version
+// kept none); Forget takes a conversation out of it and ForgetScope
+// deletes it. A tenant's scope, or a store that keeps no feeds (a Cluster
+// or Ring client, WithEvictionAllowed), is an error wrapping
+// errors.ErrUnsupported.
+func (s *Store) Changed(ctx context.Context, scope store.Scope, mark int64) ([]memstack.Identity, int64, error) {
+	const op = "Changed"
+	if err := s.beginScope(ctx, op, scope); err != nil {
+		return nil, 0, err
+	}
+	if !s.Follows(scope) {
+		return nil, 0, fmt.Errorf("redisstore: %s of %s: %w: this store keeps no change feed for it (a tenant's scope, a Cluster or Ring client, or WithEvictionAllowed)", op, scope, errors.ErrUnsupported)
+	}
+	set, _ := s.feedKeys(scope.Tenant, scope.User, s.ns)
+	zs, err := s.client.ZRangeByScoreWithScores(ctx, set, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(mark, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, 0, s.failScope(ctx, op, scope, err)
+	}
+	ids := make([]memstack.Identity, 0, len(zs))
+	next := mark
+	for _, z := range zs {
+		key, _ := z.Member.(string)
+		id, err := memstack.ParseKey(key)
+		if err != nil || !scope.Contains(id) {
+			return nil, 0, s.failScope(ctx, op, scope, fmt.Errorf("%w: the change feed holds %q, not a conversation of the scope", store.ErrCorrupt, key))
+		}
+		ids = append(ids, id)
+		next = max(next, int64(z.Score))
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Key() < ids[j].Key() })
+	return ids, next, nil
+}
+
+var _ store.ChangeFeed = (*Store)(nil)
+
 // Identities implements store.Users: it finds the keys of the scope with
 // SCAN (MATCH on the key layout, in batches of 1000, on every node), not
 // through an index that eviction could remove, and returns every identity
@@ -328,7 +375,8 @@ func parseStateValue(str string) (int64, []byte, bool) {
 // commit that read its state before conflicts). It returns how many of
 // them held messages, state or a Clear mark. Identities that held only
 // bookkeeping keys (a Seq counter, tokens, an index of system messages)
-// are removed too, so nothing of the scope is left under the prefix. An
+// are removed too, and last the change feeds of the scope's users (see
+// Changed), so nothing of the scope is left under the prefix. An
 // error part-way leaves the identities before it forgotten and the rest
 // whole; calling ForgetScope again finishes. Writes racing with it may
 // create identities it does not find: call it when the scope's traffic has
@@ -383,6 +431,9 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 				return n, err
 			}
 		}
+	}
+	if err := s.dropFeeds(ctx, scope); err != nil {
+		return n, s.failScope(ctx, op, scope, err)
 	}
 	return n, nil
 }

@@ -103,6 +103,8 @@ func TestForgetScopeLeavesNothingOfTheUser(t *testing.T) {
 	}
 	anaPattern := globEscape(prefix) + ":{acme:ana:*"
 	require.NotEmpty(t, scanKeys(t, raw, anaPattern))
+	feedPattern := globEscape(prefix) + ":feed{acme:ana:}*"
+	require.NotEmpty(t, scanKeys(t, raw, feedPattern), "ana's change feeds")
 	before := all()
 
 	n, err := users.ForgetScope(ctx, store.UserScope("acme", "ana"))
@@ -110,10 +112,11 @@ func TestForgetScopeLeavesNothingOfTheUser(t *testing.T) {
 	assert.Equal(t, len(ana), n, "the conversations forgotten")
 
 	assert.Empty(t, scanKeys(t, raw, anaPattern), "no key under the prefix mentions ana")
+	assert.Empty(t, scanKeys(t, raw, feedPattern), "nor a change feed of ana's")
 	after := all()
 	for key, d := range before {
 		switch {
-		case strings.HasPrefix(key, prefix+":{acme:ana:"):
+		case strings.HasPrefix(key, prefix+":{acme:ana:"), strings.HasPrefix(key, prefix+":feed{acme:ana:}"):
 			assert.NotContains(t, after, key)
 		case strings.HasSuffix(key, "}:forgotten"):
 			// The forgotten versions of the slots are no user's: ForgetScope

@@ -97,6 +97,9 @@ func (s *Store) Identities(ctx context.Context, scope store.Scope) ([]memstack.I
 	return ids, nil
 }
 
+// Follows implements store.ChangeFeed: a Store follows every scope.
+func (s *Store) Follows(store.Scope) bool { return true }
+
 // changedSQL lists the identities of the namespace ?1 in the key range
 // ?2 to ?3 whose last Seq is above ?4: one range of memstack_stat's
 // primary key, which every Append keeps in step in its own transaction.

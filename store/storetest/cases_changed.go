@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,15 +15,23 @@ import (
 )
 
 // testChanged: a store.ChangeFeed's Changed lists, from mark 0, every
-// identity of the scope with messages (a user's, or a tenant's every
-// user's) and no other — not another user whose name extends this one's,
-// not another tenant, not this identity in another namespace; given the
-// mark it returned, only what was appended since (a Clear is not a change,
-// an Append after it is); a bad scope or a done context is an error.
+// identity of the scope appended to (a user's, or a tenant's every user's,
+// when the store follows that) and no other — not another user whose name
+// extends this one's, not another tenant, not this identity in another
+// namespace; given the mark it returned, only what was appended since (a
+// Clear is not a change, an Append after it is); a Forget takes the
+// conversation out, a ForgetScope the user's whole feed; a scope not
+// followed is errors.ErrUnsupported, a bad scope or a done context an
+// error.
 func testChanged(t *testing.T, e *env) {
 	s := e.store()
 	f := optional[store.ChangeFeed](t, s, "store.ChangeFeed")
 	tenant := e.tenant()
+	if !f.Follows(store.UserScope(tenant, "u1")) {
+		_, _, err := f.Changed(e.ctx, store.UserScope(tenant, "u1"), 0)
+		require.ErrorIs(t, err, errors.ErrUnsupported, "a scope the store does not follow")
+		t.Skipf("%T follows no user's conversations in this configuration", s)
+	}
 	conv := func(user, c string) memstack.Identity {
 		return memstack.Identity{Tenant: tenant, User: user, Conversation: c}
 	}
@@ -68,8 +77,28 @@ func testChanged(t *testing.T, e *env) {
 	ids, _ = changed(user, mark)
 	assert.Equal(t, []memstack.Identity{c1, c3}, ids)
 
-	all, _ := changed(store.TenantScope(tenant), 0)
-	assert.ElementsMatch(t, []memstack.Identity{c1, c2, c3, others[0], others[1], others[2]}, all, "the tenant's every user, no other tenant")
+	if f.Follows(store.TenantScope(tenant)) {
+		all, _ := changed(store.TenantScope(tenant), 0)
+		assert.ElementsMatch(t, []memstack.Identity{c1, c2, c3, others[0], others[1], others[2]}, all, "the tenant's every user, no other tenant")
+	} else {
+		_, _, err := f.Changed(e.ctx, store.TenantScope(tenant), 0)
+		require.ErrorIs(t, err, errors.ErrUnsupported, "a tenant's scope, not followed")
+	}
+
+	// A forgotten conversation leaves its user's feed; a forgotten user
+	// leaves no feed; an append after either is a change again.
+	require.NoError(t, s.Forget(e.ctx, c2))
+	ids, _ = changed(user, 0)
+	assert.NotContains(t, ids, c2, "a forgotten conversation is out of the feed")
+	if u, ok := s.(store.Users); ok {
+		_, err := u.ForgetScope(e.ctx, user)
+		require.NoError(t, err)
+		ids, next := changed(user, 0)
+		assert.Empty(t, ids, "nothing of a forgotten user")
+		mustAppend(t, s, c1, human("back"))
+		ids, _ = changed(user, next)
+		assert.Equal(t, []memstack.Identity{c1}, ids, "an append after the forget is a change")
+	}
 
 	for _, id := range adversarialIdentities() {
 		mustAppend(t, s, id, human("adversarial"))
@@ -95,6 +124,9 @@ func testChangedLosesNothing(t *testing.T, e *env) {
 	s := e.store()
 	f := optional[store.ChangeFeed](t, s, "store.ChangeFeed")
 	tenant := e.tenant()
+	if !f.Follows(store.UserScope(tenant, "u")) {
+		t.Skipf("%T follows no user's conversations in this configuration", s)
+	}
 	const writers, appends = 8, 40
 	ids := make([]memstack.Identity, writers)
 	for i := range ids {

@@ -27,7 +27,8 @@
 //     per conversation only). A load learns which conversations other
 //     processes saved to since it last looked from the store's change
 //     feed (store.ChangeFeed: sqlitestore's per-conversation stat rows,
-//     which every Append writes anyway), so a save writes nothing more
+//     which every Append writes anyway; redisstore's per-user sorted
+//     set, which its append script keeps), so a save writes nothing more
 //     than a conversation-scoped one. Over a store without one, a save
 //     records the conversation it saved to in the scope's journal, a
 //     small message under a derived identity, and a load catches up from
@@ -107,8 +108,8 @@ type Engine struct {
 	// cost there.
 	memStore bool
 	// feed: the store's change feed, for a scope wider than the
-	// conversation over a store.ChangeFeed (nil otherwise: the scope's
-	// journal tells what changed).
+	// conversation over a store.ChangeFeed that follows scopes of its
+	// kind (nil otherwise: the scope's journal tells what changed).
 	feed     store.ChangeFeed
 	entries  *worker.Registry[identity, recallEntry]
 	scopes   *worker.Registry[string, recallScopeEntry]
@@ -122,7 +123,15 @@ func New(c Config) *Engine {
 	_, x.inProcess = c.Index.(*retrieval.BM25)
 	_, x.memStore = c.Store.(*store.InMemory)
 	if f, ok := c.Store.(store.ChangeFeed); ok && c.Scope != ScopeConversation {
-		x.feed = f
+		// Follows is fixed per store and per kind of scope: ask it with
+		// one scope of the kind.
+		probe := store.UserScope("", "")
+		if c.Scope == ScopeTenant {
+			probe = store.TenantScope("")
+		}
+		if f.Follows(probe) {
+			x.feed = f
+		}
 	}
 	x.entries = worker.NewRegistry(c.CacheSize, x.newEntry, x.evict)
 	x.scopes = worker.NewRegistry(c.CacheSize, nil, x.evictScope)

@@ -403,7 +403,28 @@ func (x *Engine) syncFromFeed(ctx context.Context, id identity, u *recallScopeEn
 	scope := x.storeScope(id)
 	if !u.built {
 		return x.buildScope(ctx, id, u, func(ctx context.Context) ([]identity, int64, error) {
-			return x.feed.Changed(ctx, scope, 0)
+			// The feed's mark first, then the scope's conversations (a
+			// feed may hold only those appended to since the store
+			// followed the scope): what is saved after the mark is
+			// caught up from the feed.
+			fed, mark, err := x.feed.Changed(ctx, scope, 0)
+			if err != nil {
+				return nil, 0, err
+			}
+			ids, _, err := x.listScope(id, store.Stat{})(ctx)
+			if err != nil {
+				return nil, 0, err
+			}
+			listed := make(map[identity]bool, len(ids))
+			for _, cid := range ids {
+				listed[cid] = true
+			}
+			for _, cid := range fed {
+				if !listed[cid] {
+					ids = append(ids, cid)
+				}
+			}
+			return ids, mark, nil
 		})
 	}
 	if err := x.retryUnread(ctx, u); err != nil {
@@ -499,7 +520,7 @@ func (x *Engine) trimmedPast(ctx context.Context, jid identity, seen int64) (boo
 // mark of the same read): what is saved after it is caught up from the
 // journal or the feed.
 func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntry, list func(context.Context) ([]identity, int64, error)) error {
-	if _, ok := x.cfg.Store.(store.Users); !ok && x.feed == nil {
+	if _, ok := x.cfg.Store.(store.Users); !ok {
 		return fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
 	}
 	if x.durable == nil {
