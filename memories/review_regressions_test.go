@@ -473,3 +473,44 @@ func TestReview_StaleJournalStatDoesNotRebuildTheScope(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, base, s.idents.Load(), "a load with a stale journal Stat rebuilt the whole scope (listed every conversation again)")
 }
+
+// zFlakyLast fails Last of one identity once, while armed, after skip
+// calls that succeed (a store read that times out).
+type zFlakyLast struct {
+	*store.InMemory
+	id    memstack.Identity
+	skip  atomic.Int32
+	armed atomic.Bool
+}
+
+func (s *zFlakyLast) Last(ctx context.Context, id memstack.Identity, n int) ([]store.Record, error) {
+	if id == s.id && s.armed.Load() && s.skip.Add(-1) < 0 && s.armed.CompareAndSwap(true, false) {
+		return nil, errors.New("read timed out")
+	}
+	return s.InMemory.Last(ctx, id, n)
+}
+
+// A scope's sync that cannot read a conversation another replica saved
+// to — whichever of its reads fails — retries it at the next load: the
+// turn is found then, not only after the conversation's next save.
+func TestRecallReview_UnreadConversationIsRetried(t *testing.T) {
+	for skip := range int32(3) {
+		t.Run(fmt.Sprintf("read %d fails", skip+1), func(t *testing.T) {
+			mem := store.NewInMemory()
+			flaky := &zFlakyLast{InMemory: mem, id: zA}
+			r1, err := memories.NewRecall(memories.WithStore(flaky), memories.WithRecallUnit(memories.RecallExchanges))
+			require.NoError(t, err)
+			r2, err := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+			require.NoError(t, err)
+			zSave(t, r2, zA, "hello there", "hi")
+			_ = rcAsk(t, r1, ctIDCtx(zB), "hello") // r1 warm (scope built)
+			zSave(t, r2, zA, "my zebra is named Otto", "noted")
+			flaky.skip.Store(skip)
+			flaky.armed.Store(true)
+			_ = rcAsk(t, r1, ctIDCtx(zB), "zebra") // a read of zA may fail
+			failed := !flaky.armed.Load()
+			flaky.armed.Store(false)
+			require.Contains(t, rcAsk(t, r1, ctIDCtx(zB), "zebra"), "Otto", "the next load reads zA again (a read failed: %v)", failed)
+		})
+	}
+}

@@ -348,27 +348,28 @@ type MultiAppender interface {
 // sqlitestore follows every scope: its Seqs come from one AUTOINCREMENT
 // for the whole file and its writes are serialized, so Seqs are committed
 // in increasing order and "appended after mark" is a read of its
-// per-identity stat rows. redisstore follows a user's conversations on a
-// client of one server (its append script also stamps the conversation in
-// a per-user sorted set, in the same atomic step), not a tenant's, nor
-// over a Cluster, a Ring or a server that may evict keys. PostgreSQL's and
-// the in-memory store's appends to different identities commit
-// concurrently, so a greater Seq may become visible before a smaller one:
-// they have no feed. Package storetest checks it.
+// per-identity stat rows. redisstore follows a user's conversations on
+// one server that keeps no Cluster slots and evicts no keys, for a store
+// without a TTL (its append script also scores the conversation in a
+// per-user sorted set, in the same atomic step), not a tenant's.
+// PostgreSQL's and the in-memory store's appends to different identities
+// commit concurrently, so a greater Seq may become visible before a
+// smaller one: they have no feed. Package storetest checks it.
 type ChangeFeed interface {
 	// Follows reports whether Changed answers for scopes like scope (a
 	// user's, or a tenant's every user's) in this store's configuration.
 	// It is fixed for the life of the Store: a reader that finds it false
 	// follows the scope another way.
 	Follows(scope Scope) bool
-	// Changed returns the identities within scope, in this store's
-	// namespace, appended to after mark (for mark 0, every one the feed
-	// holds: sqlitestore's every identity with messages, redisstore's
-	// every one appended to since the store followed it), ordered by Key,
-	// and next, the mark to pass to the
-	// next call. Nothing is lost between calls: an Append that Changed did
-	// not report gets a mark greater than next, so the next call, given
-	// next, returns its identity. next is never below mark. Removals
+	// Changed returns the identities within scope appended to in this
+	// store's namespace after mark (for mark 0, every one the feed holds:
+	// sqlitestore's every identity with messages, redisstore's every one
+	// appended to since Stores kept feeds), ordered by Key, and next, the
+	// mark to pass to the next call. It may name more: redisstore keeps
+	// one feed per user for every namespace of its key prefix. Nothing is
+	// lost between calls: an Append that Changed did not report gets a
+	// mark greater than next, so the next call, given next, returns its
+	// identity. next is never below mark. Removals
 	// (Clear, Forget, RemovePrefix) are not changes: a reader learns of
 	// them from Stat. A scope the store does not follow is an error
 	// wrapping errors.ErrUnsupported; a bad scope one wrapping

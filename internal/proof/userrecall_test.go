@@ -254,6 +254,31 @@ func FuzzUserRecall_NeverAnotherUsersTurn(f *testing.F) {
 	})
 }
 
+// TestUserRecall_ForgottenUserOfManyConversations: after a ForgetScope
+// of a user with 200 one-turn conversations that all match the question,
+// a warm replica's next load shows the turn saved since: its searches ask
+// for more until the forgotten turns no longer crowd the hits.
+func TestUserRecall_ForgottenUserOfManyConversations(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			a, bRecall, third := replicas(t, b)
+			const query = "what is the codename of the project now?"
+			for i := range 200 {
+				old := memstack.Identity{Tenant: "acme", User: "ana", Conversation: fmt.Sprintf("old%d", i)}
+				saveTurn(t, a, old, fmt.Sprintf("What is the codename of the project now? The codename of the project is fruit%d now.", i), fmt.Sprintf("Got it, the codename of the project is fruit%d now.", i))
+			}
+			require.Contains(t, recalled(t, bRecall, week2, query), "fruit", "B is warm")
+			_, err := third.(store.Users).ForgetScope(ctx, store.UserScope("acme", "ana"))
+			require.NoError(t, err)
+			saveTurn(t, a, week3, "The codename of the project is kumquat now.", "Got it, kumquat.")
+			got := recalled(t, bRecall, week2, query)
+			assert.Contains(t, got, "kumquat", "the turn saved after the forget")
+			assert.NotContains(t, got, "fruit", "nothing forgotten")
+		})
+	}
+}
+
 // TestUserRecall_ForgottenTurnsTakeNoPlace: a replica whose warm index
 // still holds many turns of a user forgotten since (by another process)
 // shows the turn the user saved after the forget: the forgotten ones,

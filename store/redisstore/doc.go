@@ -34,19 +34,33 @@
 //	<prefix>:{<identity key>}:ops                  hash, recent write tokens → their replies
 //	<prefix>:{<identity key>}:opq                  list, "<ms> <token>", oldest first
 //	<prefix>:{<slot tag>}:forgotten                string, the forgotten version of one slot
-//	<prefix>:feed{<tenant>:<user>:}:<namespace>    sorted set, a user's conversations by last append's mark
-//	<prefix>:feed{<tenant>:<user>:}:<namespace>:n  string, the last mark of that feed
+//	<prefix>:feed{<tenant>:<user>:}               sorted set, a user's conversations by their last append's mark
+//	<prefix>:feedn{<tenant>:}                      string, the last mark handed out in the tenant
 //
-// The last two are a user's change feed (store.ChangeFeed, see Changed),
-// kept on a client of one server that evicts no keys: each append scores
-// its identity key there, in the same script, with a mark that only grows
-// (max(last mark+1, the server's clock in microseconds)), so a Recall that
-// searches the user's conversations learns on a load which of them other
-// replicas appended to without each save writing a journal entry. Forget
-// takes the identity out of the feed in the same script as it deletes its
-// keys; ForgetScope deletes the feeds of the scope's users last. Under a
-// Cluster or a Ring client (a user's conversations live on several nodes)
-// or WithEvictionAllowed no feed is kept.
+// The last two are a user's change feed (store.ChangeFeed, see Changed):
+// each append of a Store that keeps feeds scores its identity key in the
+// user's set, in the same script, with a mark that only grows
+// (max(last mark+1, the server's clock in microseconds), from the
+// tenant's counter), so a Recall that searches the user's conversations
+// learns on a load which of them other replicas appended to without each
+// save writing a journal entry. One set serves every namespace of the
+// prefix. Forget takes the identity out of it in the same script as it
+// deletes the identity's keys, and ForgetScope deletes the sets of the
+// scope's users (and, for a tenant, the counter), whatever the options of
+// the Store they are called on. A Store keeps feeds on one server that
+// keeps no Cluster slots (not under a Cluster or Ring client, nor a server
+// in cluster mode: the set lives in another slot than the conversations),
+// evicts no keys (without WithEvictionAllowed: an evicted set would lose
+// changes), and without a TTL (a set would name conversations that
+// expired); elsewhere a Recall falls back to its journal.
+//
+// Rolling out, and mixing options. A Store that keeps feeds writes no
+// journal entry for a user-scoped Recall, and one that keeps none (an
+// earlier version of this package, or other options) writes no feed: so
+// while replicas of both kinds serve one user, each may miss the other's
+// saves until the conversation's next save. Give every replica of a
+// deployment the same options, and restart them together when upgrading
+// across the version that added feeds.
 //
 // The forgotten key is not any identity's: there is one per Redis Cluster hash
 // slot that a Forget, or a Clear under a TTL, has touched (at most 16,384

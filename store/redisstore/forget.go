@@ -36,30 +36,37 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	return nil
 }
 
-// runForget runs forgetScript for id with keys ks, then, when the store
-// keeps change feeds, the feed of id's user in every namespace of names,
-// and the namespaces names.
+// runForget runs forgetScript for id with keys ks and the namespaces
+// names, and, when the store cleans change feeds, the feed of id's user.
 func (s *Store) runForget(ctx context.Context, id memstack.Identity, ks []string, names []string) ([]any, error) {
-	feeds := 0
-	if s.feeds() {
-		for _, ns := range names {
-			set, _ := s.feedKeys(id.Tenant, id.User, ns)
-			ks = append(ks, set)
-		}
-		feeds = len(names)
+	feeds := "0"
+	if s.cleansFeeds() {
+		set, _ := s.feedKeys(id.Tenant, id.User)
+		ks = append(ks, set)
+		feeds = "1"
 	}
 	args := make([]any, 0, 2+len(names))
-	args = append(args, strconv.Itoa(feeds), id.Key())
+	args = append(args, feeds, id.Key())
 	for _, ns := range names {
 		args = append(args, ns)
 	}
 	return forgetScript.Run(ctx, s.client, ks, args...).Slice()
 }
 
-// dropFeeds deletes the change feeds of every user within scope, in every
-// namespace (ForgetScope's last step): a feed names conversations.
+// dropFeeds deletes the change feeds of the users within scope
+// (ForgetScope's last step: a feed names conversations) and, for a
+// tenant's scope, the tenant's counter of marks — after the server's
+// clock has passed it (see dropCounterScript), so the marks of later
+// appends stay above every mark a reader holds.
 func (s *Store) dropFeeds(ctx context.Context, scope store.Scope) error {
-	if !s.feeds() {
+	if !s.cleansFeeds() {
+		return nil
+	}
+	if !scope.AllUsers {
+		set, _ := s.feedKeys(scope.Tenant, scope.User)
+		if err := s.client.Unlink(ctx, set).Err(); err != nil {
+			return fmt.Errorf("deleting the change feed: %w", err)
+		}
 		return nil
 	}
 	pattern := globEscape(s.prefix) + ":feed{" + globEscape(scope.KeyPrefix()) + "*"
@@ -75,7 +82,29 @@ func (s *Store) dropFeeds(ctx context.Context, scope store.Scope) error {
 			}
 		}
 		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	_, counter := s.feedKeys(scope.Tenant, "")
+	for attempt := 1; ; attempt++ {
+		res, err := dropCounterScript.Run(ctx, s.client, []string{counter}).Slice()
+		if err != nil {
+			return fmt.Errorf("deleting the tenant's counter of marks: %w", err)
+		}
+		if status(res) == "ok" {
 			return nil
+		}
+		str, _ := res[len(res)-1].(string)
+		us, _ := strconv.ParseInt(str, 10, 64)
+		t := time.NewTimer(time.Duration(min(max(us, 1), 2_000_000)) * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if attempt >= maxForgetAttempts {
+			return fmt.Errorf("deleting the tenant's counter of marks: gave up after %d attempts", attempt)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"github.com/redis/go-redis/v9"
-
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 )
@@ -45,31 +43,38 @@ func (k keys) inNamespace(ns string) (msgs, state, cleared, sys string) {
 	return k.base + ns + ":msgs", k.base + ns + ":state", k.base + ns + ":cleared", k.base + ns + ":sys"
 }
 
-// feedKeys returns the keys of the change feed of id's user in namespace
-// ns (see Changed): the sorted set of the user's conversations, each
-// scored with the mark of its last append, and the counter the marks are
-// drawn from. They are not keys of an identity (no "{" right after the
-// prefix), so no scan of identities finds them.
-func (s *Store) feedKeys(tenant, user, ns string) (set, counter string) {
-	base := s.prefix + ":feed{" + store.UserScope(tenant, user).KeyPrefix() + "}:" + ns
-	return base, base + ":n"
+// feedKeys returns the keys of the change feed of the user tenant/user
+// (see Changed): the sorted set of the user's conversations, each scored
+// with the mark of its last append in any namespace of the prefix, and
+// the tenant's counter the marks are drawn from. Neither is a key of an
+// identity (no "{" right after the prefix), so no scan of identities
+// finds them; the counter names only the tenant, so forgetting a user
+// leaves it, and marks only grow.
+func (s *Store) feedKeys(tenant, user string) (set, counter string) {
+	return s.prefix + ":feed{" + store.UserScope(tenant, user).KeyPrefix() + "}",
+		s.prefix + ":feedn{" + store.TenantScope(tenant).KeyPrefix() + "}"
 }
 
-// feeds reports whether the store keeps change feeds: on a client of one
-// server (a Cluster or a Ring keeps a user's conversations on other nodes
-// than the feed) that evicts no keys (an evicted feed would lose changes).
-func (s *Store) feeds() bool {
-	_, single := s.client.(*redis.Client)
-	return single && !s.evicting
-}
+// feeds reports whether the store keeps change feeds (writes them on each
+// append and reads them in Changed): on one server that keeps no Cluster
+// slots (a feed lives in another slot than the user's conversations),
+// evicts no keys (an evicted feed would lose changes), for a store without
+// a TTL (a feed would name conversations that expired).
+func (s *Store) feeds() bool { return !s.slotted && !s.evicting && !s.ttl }
+
+// cleansFeeds reports whether Forget and ForgetScope take conversations
+// out of their users' feeds: on any server that keeps no Cluster slots,
+// whatever the store's own options, since another Store of the prefix may
+// have written them.
+func (s *Store) cleansFeeds() bool { return !s.slotted }
 
 // appendKeys returns the KEYS of the append script for id: the prelude's,
-// then, when the store keeps change feeds, the feed of id's user in this
-// namespace and its counter.
+// then, when the store keeps change feeds, the feed of id's user and the
+// tenant's counter.
 func (s *Store) appendKeys(id memstack.Identity) []string {
 	ks := s.keysOf(id).all()
 	if s.feeds() {
-		set, counter := s.feedKeys(id.Tenant, id.User, s.ns)
+		set, counter := s.feedKeys(id.Tenant, id.User)
 		ks = append(ks, set, counter)
 	}
 	return ks

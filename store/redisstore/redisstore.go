@@ -34,7 +34,13 @@ type Store struct {
 	// Forget then finds the identity's keys with SCAN as well as through
 	// the nss set, which eviction may have removed.
 	evicting bool
-	closed   atomic.Bool
+	// slotted is set when the client's server keeps keys in Cluster
+	// slots: a Cluster or Ring client, or a one-endpoint client of a
+	// server in cluster mode, which refuses a script whose keys are in
+	// several slots. A user's change feed is then not kept (see feeds).
+	slotted bool
+	ttl     bool // the store has a TTL (WithTTL)
+	closed  atomic.Bool
 }
 
 var (
@@ -140,7 +146,37 @@ func newStore(ctx context.Context, client redis.UniversalClient, own bool, opts 
 			return nil, err
 		}
 	}
+	s.ttl = cfg.ttl > 0
+	slotted, err := s.checkSlots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.slotted = slotted
 	return s, nil
+}
+
+// checkSlots reports whether the server keeps keys in Cluster slots: true
+// for a Cluster or Ring client; for a client of one endpoint, whether the
+// server refuses, with CROSSSLOT, a read of two keys in different slots
+// (two keys under the prefix, which a least-privileged ACL user may read;
+// neither exists). A server that refuses the read for another reason is
+// taken as slotted: no change feed is kept, which is always safe.
+func (s *Store) checkSlots(ctx context.Context) (bool, error) {
+	if _, single := s.client.(*redis.Client); !single {
+		return true, nil
+	}
+	err := s.client.Exists(ctx, s.prefix+":probe{a}", s.prefix+":probe{b}").Err()
+	var rerr redis.Error
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.As(err, &rerr) && ctx.Err() == nil:
+		return true, nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return false, fmt.Errorf("redisstore: connecting to Redis at %s: %w", s.addr, err)
 }
 
 // ping checks the server, returning by ctx's deadline even when the client

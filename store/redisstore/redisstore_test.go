@@ -81,11 +81,11 @@ func keysOf(prefix, ns string, id memstack.Identity) keyNames {
 		forgotten: prefix + ":{" + slotTag(slot(id.Key())) + "}:forgotten"}
 }
 
-// feedKeysOf returns the documented keys of the change feed of id's user
-// in namespace ns: the sorted set and its counter.
-func feedKeysOf(prefix, ns string, id memstack.Identity) (set, counter string) {
-	set = prefix + ":feed{" + store.UserScope(id.Tenant, id.User).KeyPrefix() + "}:" + ns
-	return set, set + ":n"
+// feedKeysOf returns the documented keys of the change feed of id's user:
+// the user's sorted set and the tenant's counter of marks.
+func feedKeysOf(prefix string, id memstack.Identity) (set, counter string) {
+	return prefix + ":feed{" + store.UserScope(id.Tenant, id.User).KeyPrefix() + "}",
+		prefix + ":feedn{" + store.TenantScope(id.Tenant).KeyPrefix() + "}"
 }
 
 // slotTag is the documented tag of a slot's forgotten key: the first of
@@ -410,9 +410,9 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 			want[k.msgs], want[k.state], want[k.seq], want[k.nss] = true, true, true, true
 			want[k.sys] = true                    // the index of the system messages
 			want[k.ops], want[k.opq] = true, true // the tokens of the last writes
-			set, counter := feedKeysOf(prefix, ns, id)
-			want[set], want[counter] = true, true // the user's change feed
 		}
+		set, counter := feedKeysOf(prefix, id)
+		want[set], want[counter] = true, true // the user's change feed, the tenant's counter
 	}
 	// A Clear leaves the namespace's mark behind; a Forget leaves no key
 	// of the identity but sets the forgotten version of its slot.
@@ -421,15 +421,14 @@ func TestKeyLayoutAndHashTags(t *testing.T) {
 	require.NoError(t, facts.Clear(ctx, cleared))
 	c := keysOf(prefix, "facts", cleared)
 	want[c.cleared], want[c.seq], want[c.nss], want[c.ops], want[c.opq] = true, true, true, true, true
-	set, counter := feedKeysOf(prefix, "facts", cleared)
+	set, counter := feedKeysOf(prefix, cleared)
 	want[set], want[counter] = true, true // a Clear is no change: the feed still names it
 	require.NoError(t, recent.Append(ctx, forgotten, human("q")))
 	require.NoError(t, recent.Forget(ctx, forgotten))
 	want[keysOf(prefix, "recent", forgotten).forgotten] = true
 	// The Forget took the conversation out of its user's feed (which,
-	// empty, is gone); the feed's counter, which names only the user, is
-	// left for the user's next append (ForgetScope deletes it).
-	_, counter = feedKeysOf(prefix, "recent", forgotten)
+	// empty, is gone); the tenant's counter stays.
+	_, counter = feedKeysOf(prefix, forgotten)
 	want[counter] = true
 	ids = append(ids, cleared, forgotten)
 

@@ -282,7 +282,7 @@ end
 `
 
 // appendScript: KEYS as in prelude, then (with a feed member) the user's
-// change feed and its counter (feedKeys); ARGV token (under an append
+// change feed and the tenant's counter (feedKeys); ARGV token (under an append
 // key, one derived from the key; see appendKeyToken), namespace, ttl in
 // ms (0: none), the feed member (the identity's key, or an empty string
 // when the store keeps no feed), then one "<flag>|<encoded message>" per message. It
@@ -309,16 +309,9 @@ refresh(ttl, seqBefore, nssBefore)
 if ARGV[4] ~= '' then
   local c = tonumber(redis.call('GET', KEYS[11]) or '0') or 0
   local t = redis.call('TIME')
-  local mark = math.max(c + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  local m = string.format('%.0f', mark)
+  local m = string.format('%.0f', math.max(c + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
   redis.call('SET', KEYS[11], m)
   redis.call('ZADD', KEYS[10], m, ARGV[4])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[10], ttl)
-    redis.call('PEXPIRE', KEYS[11], ttl)
-  else
-    redis.call('PERSIST', KEYS[10])
-  end
 end
 local r = string.format('%.0f', first)
 remember(KEYS[7], KEYS[8], ARGV[1], r)
@@ -641,14 +634,28 @@ var exportScript = redis.NewScript(`
 return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), redis.call('GET', KEYS[3]) or ''}
 `)
 
+// dropCounterScript: KEYS a tenant's counter of change-feed marks. It
+// deletes it, or returns {'wait', microseconds} while the counter is ahead
+// of the server's clock by less than 2 s (the next mark, max(counter+1,
+// clock), must stay above every mark handed out), else {'ok'}.
+var dropCounterScript = redis.NewScript(`
+local c = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if c >= now and c - now < 2000000 then
+  return {'wait', string.format('%.0f', c - now + 1)}
+end
+redis.call('UNLINK', KEYS[1])
+return {'ok'}
+`)
+
 // forgetScript: KEYS seq, nss, forgotten (the slot's), ops, opq, then the
 // msgs, state, cleared and sys keys of every namespace named in ARGV, then
-// any other key of the identity (found by SCAN), then the change feeds
-// (feedKeys) of the identity's user, whose number ARGV[1] gives; ARGV
-// that number, the identity's key (its member in the feeds), then the
-// namespaces. It takes the identity out of the feeds in the same step as
-// it deletes its keys, so an append just after is a change no reader
-// misses. It returns {'retry'} when the
+// any other key of the identity (found by SCAN), then, when ARGV[1] is
+// '1', the change feed (feedKeys) of the identity's user; ARGV that flag,
+// the identity's key (its member in the feed), then the namespaces. It
+// takes the identity out of the feed in the same step as it deletes its
+// keys, so an append just after is a change no reader misses. It returns {'retry'} when the
 // nss set names a namespace the caller did not pass (read the set again),
 // {'wait', microseconds} when the counter is ahead of the clock by less
 // than 2 s (deleting it now could let a Seq be handed out twice), and else
@@ -681,7 +688,7 @@ return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), re
 // identity, and a fresh forgotten version — and removes whatever was
 // written between the two runs, as a Forget called just then would.
 var forgetScript = redis.NewScript(`
-local feeds = tonumber(ARGV[1])
+local feeds = tonumber(ARGV[1]) -- 0 or 1: the last key is the user's feed
 local nns = #ARGV - 2
 local last = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local t = redis.call('TIME')

@@ -209,30 +209,34 @@ func (s *Store) scanScope(ctx context.Context, op string, scope store.Scope) ([]
 }
 
 // Follows implements store.ChangeFeed: a Store follows a user's
-// conversations when it keeps change feeds (on a client of one server
-// that evicts no keys; see Changed), never a tenant's.
+// conversations when it keeps change feeds (on one server that keeps no
+// Cluster slots and evicts no keys, for a store without a TTL; see
+// Changed), never a tenant's.
 func (s *Store) Follows(scope store.Scope) bool { return s.feeds() && !scope.AllUsers }
 
 // Changed implements store.ChangeFeed with one ZRANGEBYSCORE of the
-// user's feed in this namespace: a sorted set of the user's conversation
-// keys that every Append (and AppendBatches) scores, in its own script,
-// with a mark that grows with every append (see appendScript). Scripts run
-// one at a time on the server, so an append that this read did not see
-// gets a greater mark than any it saw. The feed holds the conversations
-// appended to since the store kept feeds (a Store of an earlier version
-// kept none); Forget takes a conversation out of it and ForgetScope
-// deletes it. A tenant's scope, or a store that keeps no feeds (a Cluster
-// or Ring client, WithEvictionAllowed), is an error wrapping
-// errors.ErrUnsupported.
+// user's feed: a sorted set of the user's conversation keys that every
+// Append (and AppendBatches) of a Store keeping feeds scores, in its own
+// script, with a mark drawn from the tenant's counter (max(last mark+1,
+// the server's clock in microseconds)). Scripts run one at a time on the
+// server, so an append this read did not see gets a greater mark than any
+// it saw. The feed is one per user for every namespace of the prefix, so
+// Changed may also name a conversation appended to in another namespace
+// only (a reader then finds nothing new in its own). It holds the
+// conversations appended to since Stores kept feeds; Forget takes a
+// conversation out of it in its own script and ForgetScope deletes it.
+// A tenant's scope, or a store that keeps no feeds (a Cluster or Ring
+// client or a server in cluster mode, WithEvictionAllowed, WithTTL), is
+// an error wrapping errors.ErrUnsupported.
 func (s *Store) Changed(ctx context.Context, scope store.Scope, mark int64) ([]memstack.Identity, int64, error) {
 	const op = "Changed"
 	if err := s.beginScope(ctx, op, scope); err != nil {
 		return nil, 0, err
 	}
 	if !s.Follows(scope) {
-		return nil, 0, fmt.Errorf("redisstore: %s of %s: %w: this store keeps no change feed for it (a tenant's scope, a Cluster or Ring client, or WithEvictionAllowed)", op, scope, errors.ErrUnsupported)
+		return nil, 0, fmt.Errorf("redisstore: %s of %s: %w: this store keeps no change feed for it (a tenant's scope, a Cluster, a Ring or a server in cluster mode, WithEvictionAllowed or WithTTL)", op, scope, errors.ErrUnsupported)
 	}
-	set, _ := s.feedKeys(scope.Tenant, scope.User, s.ns)
+	set, _ := s.feedKeys(scope.Tenant, scope.User)
 	zs, err := s.client.ZRangeByScoreWithScores(ctx, set, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(mark, 10), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, 0, s.failScope(ctx, op, scope, err)

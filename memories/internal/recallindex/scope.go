@@ -489,7 +489,9 @@ func (x *Engine) cannotRead(ctx context.Context, u *recallScopeEntry, cid identi
 	if retrieval.Permanent(err) {
 		return err
 	}
-	x.report(cid, OpIndex, 0, 0, err)
+	if !errors.As(err, new(readError)) { // a readError was reported
+		x.report(cid, OpIndex, 0, 0, err)
+	}
 	if !slices.Contains(u.retry, cid) {
 		u.retry = append(u.retry, cid)
 	}
@@ -618,8 +620,13 @@ func (x *Engine) syncConversation(ctx context.Context, cid identity, all bool) e
 	if err != nil && !errors.As(err, new(recallResetError)) {
 		return err
 	}
-	if err := x.syncLocked(ctx, cid, e, recs); err != nil && retrieval.Permanent(err) {
-		return fmt.Errorf("memstack: recall index: %w", err)
+	if err := x.syncLocked(ctx, cid, e, recs); err != nil {
+		if retrieval.Permanent(err) {
+			return fmt.Errorf("memstack: recall index: %w", err)
+		}
+		if errors.As(err, new(readError)) {
+			return err // the caller retries cid (cannotRead)
+		}
 	}
 	return nil
 }
@@ -743,21 +750,19 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 	// since this one indexed them) are found by the search like any
 	// other, and taken out of the index when the load sees they are gone.
 	// When they filled the hits asked for, they may have crowded out
-	// units still stored: the search runs again, asking for more, up to
-	// staleSearches times.
+	// units still stored: the search runs again, asking for four times as
+	// many, until the hits are not crowded or maxSearch are asked for (at
+	// most six searches; each takes the gone units it found out, so the
+	// next load finds fewer).
 	ask := q.Want + len(cur) - first
-	for try := 1; ; try++ {
+	for {
 		v, crowded, err := x.scopedView(ctx, id, u, cur, first, q, ask)
-		if err != nil || !crowded || try == staleSearches || ask >= maxSearch {
+		if err != nil || !crowded || ask >= maxSearch {
 			return v, err
 		}
-		ask *= 4
+		ask = min(4*ask, maxSearch)
 	}
 }
-
-// staleSearches bounds the searches of one scoped load when hits of units
-// no longer stored crowd out those wanted.
-const staleSearches = 3
 
 // scopedView is one search of scopedHits, asking the index for ask hits.
 // crowded reports that every hit asked for came back and some were of
@@ -816,7 +821,7 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 	// copies what it may show, not the conversations.
 	v = View{cur: id}
 	if len(hits) > 0 {
-		v.Top = hits[0].Score
+		v.Top = hits[0].Score // also a unit gone: see View.Top
 	}
 	// At most 2·recallViewReach+1 units around each unit found.
 	most := (2*recallViewReach + 1) * len(owners)
