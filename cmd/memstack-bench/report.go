@@ -261,7 +261,7 @@ func renderUsers(b *strings.Builder, r *results) {
 		return
 	}
 	p("\n%s\n\n", headUsers)
-	p("One user with N conversations of %d messages each in the store; a stack `RecentN(6)` + `Recall()` (which searches every conversation of the user) under `combined.WithTokenBudget(1000)` loads in a new conversation of that user: the first load of the process (cold: it lists the user's conversations and indexes them), then %d budgeted loads, each with another question. Saves: `SaveContext` of a user-scoped `Recall` and of a conversation-scoped one, alternating, p50; the ratio is what user-level memory costs a save (its recall-journal entry).\n\n", userRecallMessages, r.cfg.windowSamples)
+	p("One user with N conversations of %d messages each in the store; a stack `RecentN(6)` + `Recall()` (which searches every conversation of the user) under `combined.WithTokenBudget(1000)` loads in a new conversation of that user: the first load of the process (cold: it lists the user's conversations and indexes them), then %d budgeted loads, each with another question. Saves: `SaveContext` of a user-scoped `Recall` and of a conversation-scoped one, alternating, p50; the ratio is what user-level memory costs a save (nothing more over a store with a change feed, SQLite and Redis; a recall-journal entry in the same atomic write over PostgreSQL; a second write in memory).\n\n", userRecallMessages, r.cfg.windowSamples)
 	p("| backend | conversations | cold first load | load p50 | load p95 | save, user scope | save, conversation scope | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.stores {
 		for _, u := range s.users {
