@@ -293,10 +293,24 @@ type RecallEvent struct {
 // whose units it shows, and shows only units still stored: a Clear of a
 // conversation, on any replica, or a store Forget removes them from every
 // other conversation's recall (a load whose hits were crowded by units
-// gone searches again); a user-wide ForgetScope removes the journal too. The user scope is the default over a store that lists
-// conversations and an in-process index (the default BM25); over any
-// other store, or with a durable index (WithVector, WithHybrid), a Recall
+// gone searches again); a user-wide ForgetScope removes the journal too.
+// The user scope is the default over a store that lists conversations
+// (store.Users: every store of memstack); over any other store a Recall
 // searches the conversation, and asking for a wider scope is an error.
+//
+// A durable index (WithVector, WithHybrid) is scoped the same way: the
+// user's units live under the user's scope in the vector store, each doc
+// under an ID every replica derives from its conversation and first Seq,
+// and tagged with its conversation (retrieval.Doc.Source), so the
+// replicas share one index, a process starting cold embeds nothing again
+// (the per-conversation watermark), and a Clear of a conversation removes
+// its vectors, also those other replicas wrote (retrieval.SourceRemover;
+// a store that cannot delete keeps them, never shown). A store-level
+// Forget does not reach the vector store: the vectors of a conversation
+// forgotten there are never shown, and a Clear of the conversation through
+// the Recall removes them. Vectors indexed under the conversation's scope
+// before (an earlier version searched the conversation only) are embedded
+// once more under the user's.
 //
 // One Recall serves many identities: each scope's units are indexed under
 // its own name (the conversation's memstack.Identity.Key, or the user's
@@ -624,7 +638,6 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		}
 		m.idx = lex
 	}
-	_, durable := m.idx.(retrieval.Durable)
 	r := m.idx.Range()
 	m.threshold = r.Min
 	if s.thresholdSet {
@@ -649,12 +662,9 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	switch {
 	case s.scopeSet && s.scope != RecallScopeConversation && !lists:
 		return nil, fmt.Errorf("%w: WithRecallScope(%s): the store %T cannot list conversations (it does not implement store.Users); use a store of memstack, or RecallScopeConversation", ErrInvalidOption, s.scope, m.cfg.store)
-	case s.scopeSet && s.scope != RecallScopeConversation && durable:
-		return nil, fmt.Errorf("%w: WithRecallScope(%s): the index %s keeps entries outside the process (retrieval.Durable), and a Clear of one conversation after a store-level Forget could not find that conversation's entries among the scope's: "+
-			"a scope wider than the conversation needs an in-process index (the default BM25, or WithIndex of one) for now", ErrInvalidOption, s.scope, recallindex.IndexName(m.idx))
 	case s.scopeSet:
 		m.scope = s.scope
-	case !lists || durable:
+	case !lists:
 		m.scope = RecallScopeConversation
 	}
 	m.eng = recallindex.New(recallindex.Config{

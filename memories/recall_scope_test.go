@@ -10,10 +10,12 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/observe"
+	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	lcmemory "github.com/tmc/langchaingo/memory"
+	"github.com/tmc/langchaingo/vectorstores"
 )
 
 var (
@@ -42,11 +44,10 @@ func TestRecallScope_DefaultsAndRefusals(t *testing.T) {
 		{"asked for the conversation", []memories.RecallOption{memories.WithRecallScope(memories.RecallScopeConversation)}, "scope=conversation", nil},
 		{"asked for the tenant", []memories.RecallOption{memories.WithRecallScope(memories.RecallScopeTenant)}, "scope=tenant", nil},
 		{"a store that cannot list conversations", []memories.RecallOption{memories.WithStore(hist)}, "scope=conversation", nil},
-		{"a durable index", []memories.RecallOption{memories.WithVector(newRCEmbedder(), nil)}, "scope=conversation", nil},
+		{"a durable index", []memories.RecallOption{memories.WithVector(newRCEmbedder(), nil)}, "scope=user", nil},
 		{"the user scope over a store that cannot list", []memories.RecallOption{memories.WithStore(hist), memories.WithRecallScope(memories.RecallScopeUser)}, "",
 			[]string{"WithRecallScope(user)", "store.Users"}},
-		{"the tenant scope with a durable index", []memories.RecallOption{memories.WithHybrid(newRCEmbedder(), nil), memories.WithRecallScope(memories.RecallScopeTenant)}, "",
-			[]string{"WithRecallScope(tenant)", "in-process index"}},
+		{"the tenant scope with a durable index", []memories.RecallOption{memories.WithHybrid(newRCEmbedder(), nil), memories.WithRecallScope(memories.RecallScopeTenant)}, "scope=tenant", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := memories.NewRecall(tc.opts...)
@@ -197,4 +198,49 @@ func TestRecallScope_ReplicaBehindATrimmedJournalRebuilds(t *testing.T) {
 	assert.Less(t, len(ctStored(t, st, journal)), n, "the journal was trimmed")
 	got := rcAsk(t, b, ctIDCtx(rsWeek2), "quokka zebra")
 	assert.True(t, strings.Contains(got, "quokka") && strings.Contains(got, "zebra"), "got %q", got)
+}
+
+// A Recall with a durable index (WithVector, WithHybrid) searches the
+// user's conversations too: a second replica over the same message store
+// and the same vector store recalls, in a new conversation, what the
+// first saved in another, marked as such; after a Clear of that
+// conversation on the first replica neither the warm replica nor a cold
+// one shows it, and the vector store holds nothing of it.
+func TestRecallScope_DurableIndexSearchesTheUsersConversations(t *testing.T) {
+	for name, opt := range map[string]func(vs *retrieval.Chromem) memories.RecallOption{
+		"vector": func(vs *retrieval.Chromem) memories.RecallOption { return memories.WithVector(newRCEmbedder(), vs) },
+		"hybrid": func(vs *retrieval.Chromem) memories.RecallOption { return memories.WithHybrid(newRCEmbedder(), vs) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem := store.NewInMemory()
+			vs := rcChromemAt(t, t.TempDir())
+			replica := func() *memories.Recall {
+				m, err := memories.NewRecall(memories.WithStore(mem), opt(vs))
+				require.NoError(t, err)
+				require.Contains(t, m.String(), "scope=user")
+				return m
+			}
+			r1, r2 := replica(), replica()
+			rsSave(t, r1, rsWeek1, rsMay8, "Which database for the billing service?", "We settled on PostgreSQL for billing.")
+			rsSave(t, r1, rsWeek1, rsMay8, "And the frontend framework?", "We picked Svelte for the frontend.")
+			week3 := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "week3"}
+			other := memstack.Identity{Tenant: "acme", User: "bob", Conversation: "week1"}
+			rsSave(t, r1, other, rsMay8, "Which database for the billing service?", "Bob's billing runs on MySQL.")
+
+			got := rcAsk(t, r2, memstack.WithIdentity(context.Background(), rsWeek2), "which database did we pick for billing?")
+			assert.Contains(t, got, "PostgreSQL", "the new conversation recalls the user's other conversation")
+			assert.Contains(t, got, memories.RecallOtherConversation)
+			assert.NotContains(t, got, "MySQL", "never another user's")
+
+			require.NoError(t, r1.Clear(memstack.WithIdentity(context.Background(), rsWeek1)))
+			assert.NotContains(t, rcAsk(t, r2, memstack.WithIdentity(context.Background(), rsWeek2), "which database did we pick for billing?"), "PostgreSQL", "cleared on another replica")
+			assert.NotContains(t, rcAsk(t, replica(), memstack.WithIdentity(context.Background(), week3), "which database did we pick for billing?"), "PostgreSQL", "a cold replica")
+			docs, err := vs.SimilaritySearch(context.Background(), "PostgreSQL billing database", 50, vectorstores.WithEmbedder(newRCEmbedder()))
+			require.NoError(t, err)
+			require.NotEmpty(t, docs, "the store holds the other turns")
+			for _, d := range docs {
+				assert.NotContains(t, d.PageContent, "PostgreSQL", "the vector store keeps nothing of the cleared conversation")
+			}
+		})
+	}
 }

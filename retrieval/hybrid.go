@@ -105,6 +105,9 @@ var (
 	_ Durable  = (*durableHybrid)(nil)
 	_ Remover  = (*durableHybrid)(nil)
 	_ Remover  = (*hybrid)(nil)
+
+	_ SourceRemover = (*durableHybrid)(nil)
+	_ SourceRemover = (*Vector)(nil)
 )
 
 // String describes the index.
@@ -292,6 +295,34 @@ func (h *hybrid) Remove(ctx context.Context, scope string, seqs []int64) error {
 		if err := r.Remove(ctx, scope, seqs); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// RemoveSource implements SourceRemover: the parts that keep docs outside
+// the process remove the source's docs; the in-process parts' docs are
+// removed by Seq (Remove). It returns an error wrapping ErrCannotRemove
+// if such a part cannot, or none can.
+func (h *hybrid) RemoveSource(ctx context.Context, scope, source string) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	removed := false
+	for _, p := range h.parts {
+		if _, durable := p.(Durable); !durable {
+			continue
+		}
+		r, ok := p.(SourceRemover)
+		if !ok {
+			return fmt.Errorf("%w: the part %T cannot remove a source's documents", ErrCannotRemove, p)
+		}
+		if err := r.RemoveSource(ctx, scope, source); err != nil {
+			return err
+		}
+		removed = true
+	}
+	if !removed {
+		return fmt.Errorf("%w: no part keeps documents outside the process", ErrCannotRemove)
 	}
 	return nil
 }

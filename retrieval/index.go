@@ -20,6 +20,13 @@ type Doc struct {
 	Through int64
 	// Text is what is indexed.
 	Text string
+	// Source is where the doc comes from within its scope, for a scope
+	// that gathers several ("" for none): memories.Recall, searching a
+	// user's conversations, sets the conversation's identity key. An index
+	// that keeps docs outside the process stores it, so that
+	// SourceRemover.RemoveSource finds a source's docs without their Seqs
+	// (after the messages are gone, say).
+	Source string
 	// Context is text indexed with the doc at a lower weight: what
 	// surrounds it. memories.Recall puts the neighbouring exchanges here,
 	// so an exchange that answers in other words than the question's is
@@ -125,6 +132,19 @@ type Durable interface {
 	// does not know yet is adopted from the record, so that a later vector
 	// of another dimension is an error.
 	CheckSpaces(recorded []Space) error
+}
+
+// SourceRemover is implemented by durable indexes that can remove every
+// doc of a scope that came from one source (Doc.Source) without knowing
+// their Seqs: Vector over a store that deletes by metadata filter, and a
+// hybrid of one. memories.Recall uses it when a conversation of a user's
+// scope is cleared or forgotten.
+type SourceRemover interface {
+	// RemoveSource removes scope's docs added with Source source. An index
+	// that cannot returns ErrCannotRemove; a hybrid removes those of its
+	// parts that keep docs outside the process (its in-process parts'
+	// docs are removed by Seq, Remover).
+	RemoveSource(ctx context.Context, scope, source string) error
 }
 
 // Remover is implemented by durable indexes that can remove single docs

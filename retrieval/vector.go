@@ -24,6 +24,8 @@ const (
 	MetaThrough  = "memstack_through"
 	MetaEmbedder = "memstack_embedder"
 	MetaDim      = "memstack_dim"
+	// MetaSource is the Doc's Source, set only when it is not "".
+	MetaSource = "memstack_source"
 )
 
 // Vector is a vector index over any langchaingo embeddings.Embedder and any
@@ -415,6 +417,9 @@ func (v *Vector) AddSince(ctx context.Context, scope string, docs []Doc, since i
 				MetaDim:      sp.Dim,
 			},
 		}
+		if d.Source != "" {
+			sdocs[i].Metadata[MetaSource] = d.Source
+		}
 	}
 	if _, err := v.addDocuments(ctx, sdocs, opts); err != nil {
 		return m.storeErr("adding documents", err)
@@ -517,35 +522,54 @@ func (v *Vector) Remove(ctx context.Context, scope string, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	d, ok := v.vs.(DocumentDeleter)
-	if !ok {
-		return fmt.Errorf("%w: %T cannot delete documents", ErrCannotRemove, v.vs)
-	}
 	for _, seq := range seqs {
-		var f any
-		switch base := v.filter(scope).(type) {
-		case map[string]any:
-			m := make(map[string]any, len(base)+1)
-			for k, x := range base {
-				m[k] = x
-			}
-			m[MetaSeq] = seq
-			f = m
-		case map[string]string:
-			m := make(map[string]string, len(base)+1)
-			for k, x := range base {
-				m[k] = x
-			}
-			m[MetaSeq] = strconv.FormatInt(seq, 10)
-			f = m
-		default:
-			return fmt.Errorf("%w: the scope filter is a %T, not a map a Seq can be added to", ErrCannotRemove, base)
-		}
-		if err := deleteDocuments(ctx, d, f); err != nil {
+		if err := v.deleteWhere(ctx, scope, MetaSeq, seq); err != nil {
 			return fmt.Errorf("retrieval: deleting document Seq %d from %T: %w", seq, v.vs, err)
 		}
 	}
 	return nil
+}
+
+// RemoveSource implements SourceRemover: one DeleteDocuments call with the
+// scope filter plus MetaSource. It returns ErrCannotRemove as Remove does.
+func (v *Vector) RemoveSource(ctx context.Context, scope, source string) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if err := v.deleteWhere(ctx, scope, MetaSource, source); err != nil {
+		return fmt.Errorf("retrieval: deleting the documents of source %q from %T: %w", source, v.vs, err)
+	}
+	return nil
+}
+
+// deleteWhere deletes scope's documents whose metadata key holds value:
+// the scope filter plus key (value as a decimal string or as itself when
+// the filter is a map[string]string). ErrCannotRemove: see Remove.
+func (v *Vector) deleteWhere(ctx context.Context, scope, key string, value any) error {
+	d, ok := v.vs.(DocumentDeleter)
+	if !ok {
+		return fmt.Errorf("%w: %T cannot delete documents", ErrCannotRemove, v.vs)
+	}
+	var f any
+	switch base := v.filter(scope).(type) {
+	case map[string]any:
+		m := make(map[string]any, len(base)+1)
+		for k, x := range base {
+			m[k] = x
+		}
+		m[key] = value
+		f = m
+	case map[string]string:
+		m := make(map[string]string, len(base)+1)
+		for k, x := range base {
+			m[k] = x
+		}
+		m[key] = fmt.Sprint(value)
+		f = m
+	default:
+		return fmt.Errorf("%w: the scope filter is a %T, not a map %s can be added to", ErrCannotRemove, base, key)
+	}
+	return deleteDocuments(ctx, d, f)
 }
 
 // metaInt reads an integer metadata value as stores return it: an integer,

@@ -390,3 +390,44 @@ func docsOf(texts ...string) []schema.Document {
 	}
 	return out
 }
+
+// RemoveSource deletes the docs of one source in one scope, whatever
+// their Seqs, and nothing of another source or scope; a hybrid removes
+// its vector part's; a store that cannot delete is ErrCannotRemove.
+func TestVector_RemoveSource(t *testing.T) {
+	ctx := context.Background()
+	ch, err := retrieval.NewChromem(nil, "c", nil)
+	require.NoError(t, err)
+	v, err := retrieval.NewVector(newHashEmbedder(64), ch)
+	require.NoError(t, err)
+	docs := func(source string, from int64) []retrieval.Doc {
+		return []retrieval.Doc{
+			{Seq: from, Through: from, Text: "budget question of " + source, Source: source},
+			{Seq: from + 1, Through: from + 1, Text: "budget answer of " + source, Source: source},
+		}
+	}
+	require.NoError(t, v.Add(ctx, "user", docs("conv-a", 1)))
+	require.NoError(t, v.Add(ctx, "user", docs("conv-b", 3)))
+	require.NoError(t, v.Add(ctx, "other-user", docs("conv-a", 10)))
+	require.Equal(t, 6, ch.Count())
+	require.NoError(t, v.RemoveSource(ctx, "user", "conv-a"))
+	assert.Equal(t, 4, ch.Count())
+	got, err := ch.SimilaritySearch(ctx, "budget", 10, vectorstores.WithEmbedder(newHashEmbedder(64)))
+	require.NoError(t, err)
+	for _, d := range got {
+		if d.Metadata[retrieval.MetaScope] == "user" {
+			assert.Equal(t, "conv-b", d.Metadata[retrieval.MetaSource], "only conv-a of the scope is gone")
+		}
+	}
+
+	bm, err := retrieval.NewBM25()
+	require.NoError(t, err)
+	h, err := retrieval.NewHybrid(bm, v)
+	require.NoError(t, err)
+	require.NoError(t, h.(retrieval.SourceRemover).RemoveSource(ctx, "user", "conv-b"))
+	assert.Equal(t, 2, ch.Count(), "the hybrid removed its vector part's")
+
+	av, err := retrieval.NewVector(newHashEmbedder(64), &sliceStore{})
+	require.NoError(t, err)
+	require.ErrorIs(t, av.RemoveSource(ctx, "user", "conv-a"), retrieval.ErrCannotRemove)
+}

@@ -94,12 +94,16 @@ func (x *Engine) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 	last := recs[len(recs)-1].Seq
 	var docs []retrieval.Doc
 	var at map[int64]time.Time // the docs' times, for a scoped Recall
+	source := ""               // the docs' source in a scope's durable index
 	if x.scoped() {
 		at = make(map[int64]time.Time)
+		if x.durable != nil {
+			source = id.Key()
+		}
 	}
 	for _, x := range x.units(recs) {
 		if !e.ready || x.through > e.seen {
-			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text()})
+			docs = append(docs, retrieval.Doc{Seq: x.seq, Through: x.through, Text: x.text(), Source: source})
 			if at != nil {
 				at[x.seq] = x.at
 			}
@@ -326,15 +330,37 @@ func (x *Engine) afterAdd(ctx context.Context, id identity, e *recallEntry, docs
 // nothing is indexed for the identity (deletePending), since it would
 // remove what was indexed meanwhile.
 func (x *Engine) deleteIndex(ctx context.Context, id identity, e *recallEntry) error {
-	if x.scoped() {
+	if x.scoped() && x.durable == nil {
 		// The scope's index holds other conversations' units too:
 		// remove this conversation's only (every unit indexed for it).
 		return x.removeUnits(ctx, id, append(unitSeqs(e.exs), x.owned(id)...))
 	}
+	remove := func(ctx context.Context) error { return x.cfg.Index.Delete(ctx, id.Key()) }
+	if x.scoped() {
+		// A scope's durable index: this conversation's docs only — by
+		// doc ID those of its units, and by source (Doc.Source) every
+		// other, of units no longer stored or indexed by other
+		// processes. Like a Delete, a removal abandoned while it runs
+		// holds the conversation's indexing back (deletePending).
+		ns, docs := x.ns(id), x.disown(id, append(unitSeqs(e.exs), x.owned(id)...))
+		remove = func(ctx context.Context) error {
+			if r, ok := x.cfg.Index.(retrieval.Remover); ok && len(docs) > 0 {
+				if err := r.Remove(ctx, ns, docs); err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
+					return err
+				}
+			}
+			if r, ok := x.cfg.Index.(retrieval.SourceRemover); ok {
+				if err := r.RemoveSource(ctx, ns, id.Key()); err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	x.hold(e) // released when the call has ended
 	done := make(chan struct{})
 	_, end, err := indexCall(x, ctx, "delete", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, x.cfg.Index.Delete(ctx, id.Key())
+		return struct{}{}, remove(ctx)
 	}, func(struct{}, error) {
 		close(done)
 		x.release(e)

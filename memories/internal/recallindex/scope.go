@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strconv"
@@ -70,10 +71,12 @@ type recallScopeEntry struct {
 	omu sync.Mutex
 	// A scope's index holds units of many conversations, whose Seqs may
 	// coincide (a store's Seqs are unique per identity only), so each
-	// unit gets a doc ID of the scope's own, in the order it is first
-	// indexed: docs maps a unit to its doc ID, owner a doc ID to its
-	// unit. The IDs live as long as the entry and its in-process index
-	// (a scope wider than the conversation needs one: WithRecallScope).
+	// unit gets a doc ID of the scope's own: for an in-process index, in
+	// the order it is first indexed (the IDs live as long as the entry
+	// and its index); for a durable one, which replicas share and which
+	// outlives the process, a hash of the unit (stableDocID), the same in
+	// every process. docs maps a unit to its doc ID, owner a doc ID to
+	// its unit.
 	// A conversation's units are found through its scopeConv (one
 	// identity look-up a call, then Seqs), so the bookkeeping of a save
 	// costs no hashing of identities per unit.
@@ -151,7 +154,22 @@ func (x *Engine) journalID(id identity) identity {
 // assign gives docs, units of conversation id (Seq: the unit's first
 // Seq; at their times), the doc IDs of id's scope, in place.
 func (x *Engine) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
-	x.withOwners(id, func(u *recallScopeEntry) { u.assign(id, docs, at) })
+	stable := x.durable != nil
+	x.withOwners(id, func(u *recallScopeEntry) { u.assign(id, docs, at, stable) })
+}
+
+// stableDocID is the doc ID of the unit of conversation id whose first
+// Seq is seq in a durable index (one that outlives the process, shared by
+// replicas): every process must give a unit the same ID, so it is a hash
+// of the conversation's key and the Seq (FNV-1a, 62 bits, never 0). Two
+// units of one scope share an ID with a chance of about n²/2⁶³ for n
+// units (1 in 10⁷ for a million): the later one indexed then owns it.
+func stableDocID(id identity, seq int64) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(id.Key()))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatInt(seq, 10)))
+	return int64(h.Sum64()>>2) | 1
 }
 
 // withOwners runs f on the entry of id's scope with its doc IDs locked.
@@ -165,7 +183,7 @@ func (x *Engine) withOwners(id identity, f func(*recallScopeEntry)) {
 }
 
 // assign is Engine.assign with u.omu held.
-func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time) {
+func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int64]time.Time, stable bool) {
 	if u.owner == nil {
 		u.owner, u.convs = make(map[int64]recallOwner), make(map[identity]*scopeConv)
 	}
@@ -177,8 +195,12 @@ func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int6
 	for i, d := range docs {
 		doc, ok := c.docs[d.Seq]
 		if !ok {
-			u.next++
-			doc = u.next
+			if stable {
+				doc = stableDocID(id, d.Seq)
+			} else {
+				u.next++
+				doc = u.next
+			}
 			c.docs[d.Seq] = doc
 		}
 		u.owner[doc] = recallOwner{conv: c, seq: d.Seq, at: at[d.Seq]}
@@ -204,9 +226,17 @@ func (x *Engine) owned(id identity) []int64 {
 // IDs.
 func (x *Engine) disown(id identity, seqs []int64) []int64 {
 	var docs []int64
+	stable := x.durable != nil
 	x.withOwners(id, func(u *recallScopeEntry) {
 		c := u.convs[id]
 		if c == nil {
+			if stable {
+				// Another process may have indexed them into the
+				// durable index: their IDs are known without it.
+				for _, s := range seqs {
+					docs = append(docs, stableDocID(id, s))
+				}
+			}
 			return
 		}
 		for _, s := range seqs {
@@ -214,6 +244,8 @@ func (x *Engine) disown(id identity, seqs []int64) []int64 {
 				docs = append(docs, doc)
 				delete(c.docs, s)
 				delete(u.owner, doc)
+			} else if stable {
+				docs = append(docs, stableDocID(id, s))
 			}
 		}
 		if len(c.docs) == 0 {
@@ -765,8 +797,9 @@ func (x *Engine) scopedHits(ctx context.Context, id identity, cur []Unit, first 
 }
 
 // scopedView is one search of scopedHits, asking the index for ask hits.
-// crowded reports that every hit asked for came back and some were of
-// units no longer stored (now taken out of the index).
+// crowded reports that every hit asked for came back and some were not
+// shown: of units no longer stored (now taken out of the index), or docs
+// this process does not know.
 func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntry, cur []Unit, first int, q Query, ask int) (v View, crowded bool, err error) {
 	var hits []retrieval.Hit
 	if strings.TrimSpace(q.Text) != "" {
@@ -780,9 +813,12 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 	}
 	u.omu.Lock()
 	owners := make(map[int64]recallOwner, len(hits))
+	unknown := 0 // hits of docs this process does not know (see crowded)
 	for _, h := range hits {
 		if o, ok := u.owner[h.Seq]; ok {
 			owners[h.Seq] = o
+		} else {
+			unknown++
 		}
 	}
 	var dated []int64
@@ -847,12 +883,12 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		for _, seq := range byConv[cid] {
 			if i, ok := unitAt(exs, seq); ok {
 				pos = append(pos, i)
-			} else if cid != id {
+			} else if cid != id || len(exs) > 0 && seq < exs[len(exs)-1].seq {
 				// Read after the search: a unit it found that is not
 				// stored any more is gone. (The current conversation's
 				// units were read before the search: a unit saved since,
-				// by any replica, is not gone; a Clear of it resets the
-				// conversation's units at its next load.)
+				// by any replica, is not gone — but one below its newest
+				// unit is: Seqs are never reused.)
 				gone[cid] = append(gone[cid], seq)
 			}
 		}
@@ -895,7 +931,11 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		// out of the in-process index, so they take no hit's place again.
 		_ = x.removeUnits(context.WithoutCancel(ctx), cid, seqs)
 	}
-	return v, len(gone) > 0 && len(hits) >= ask, nil
+	// Crowded: every hit asked for came back and some are not shown —
+	// units gone, or docs this process does not know (in a durable index
+	// shared by replicas: another process's, indexed since this one
+	// synced, or one of a conversation forgotten at the store).
+	return v, (len(gone) > 0 || unknown > 0) && len(hits) >= ask, nil
 }
 
 // recallViewReach is how many units on either side of a hit a scoped
