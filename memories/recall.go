@@ -310,7 +310,13 @@ type RecallEvent struct {
 // forgotten there are never shown, and a Clear of the conversation through
 // the Recall removes them. Vectors indexed under the conversation's scope
 // before (an earlier version searched the conversation only) are embedded
-// once more under the user's.
+// once more under the user's, and a Clear removes those too. The IDs are
+// 52-bit hashes (exact in stores that return metadata as JSON numbers),
+// in no conversation's order: the lexical part of a WithHybrid searching
+// the user's conversations scores each unit alone, without its
+// neighbours' words. A Clear removes the conversation's vectors by source
+// before the messages go, so a turn another replica saves just after it
+// keeps its vector.
 //
 // One Recall serves many identities: each scope's units are indexed under
 // its own name (the conversation's memstack.Identity.Key, or the user's
@@ -623,6 +629,13 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 	switch {
 	case s.hybridVector != nil:
 		lex, err := m.lexical()
+		if _, lists := m.cfg.store.(store.Users); err == nil && (s.scopeSet && s.scope != RecallScopeConversation || !s.scopeSet && lists) {
+			// A scope wider than the conversation keys the hybrid's docs
+			// by IDs every replica derives (hashes, see WithVector): their
+			// order is not the conversation's, so its lexical part scores
+			// each unit alone, with no neighbours to weigh.
+			lex, err = retrieval.NewBM25()
+		}
 		if err != nil {
 			return nil, err
 		}

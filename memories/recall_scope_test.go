@@ -244,3 +244,16 @@ func TestRecallScope_DurableIndexSearchesTheUsersConversations(t *testing.T) {
 		})
 	}
 }
+
+// A hybrid searching the user's conversations keys its docs by hashes
+// (WithVector), whose order is not the conversation's: its lexical part
+// weighs no neighbours there; scoped to the conversation it does.
+func TestRecallScope_HybridLexicalPartWeighsNeighboursOnlyInAConversation(t *testing.T) {
+	user, err := memories.NewRecall(memories.WithHybrid(newRCEmbedder(), nil))
+	require.NoError(t, err)
+	assert.Contains(t, user.String(), "scope=user")
+	assert.NotContains(t, user.String(), "neighbours 0.5")
+	conv, err := memories.NewRecall(memories.WithHybrid(newRCEmbedder(), nil), memories.WithRecallScope(memories.RecallScopeConversation))
+	require.NoError(t, err)
+	assert.Contains(t, conv.String(), "neighbours 0.5/0.25")
+}

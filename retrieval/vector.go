@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/memstack/memstack/observe"
 	"github.com/tmc/langchaingo/embeddings"
 	"github.com/tmc/langchaingo/schema"
@@ -87,10 +89,18 @@ type Vector struct {
 	name        string
 	filter      func(scope string) any
 	storeEmbeds bool
+	// queries keeps the vectors of the last queries embedded: a caller
+	// that searches again with the same query (asking for more hits, as
+	// memories.Recall does when hits it cannot show crowd the ones it
+	// wants) costs no second model call.
+	queries *lru.Cache[string, []float32]
 
 	mu  sync.Mutex
 	dim int
 }
+
+// queryCacheSize is how many query vectors a Vector keeps.
+const queryCacheSize = 16
 
 var (
 	_ Durable = (*Vector)(nil)
@@ -161,11 +171,16 @@ func NewVector(e embeddings.Embedder, vs vectorstores.VectorStore, opts ...Vecto
 	if isNil(vs) {
 		return nil, fmt.Errorf("%w: NewVector: the vector store is nil", ErrInvalidArgument)
 	}
+	queries, err := lru.New[string, []float32](queryCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: NewVector: %w", err)
+	}
 	v := &Vector{
-		emb:    e,
-		vs:     vs,
-		name:   fmt.Sprintf("%T", e),
-		filter: func(scope string) any { return map[string]any{MetaScope: scope} },
+		emb:     e,
+		vs:      vs,
+		name:    fmt.Sprintf("%T", e),
+		filter:  func(scope string) any { return map[string]any{MetaScope: scope} },
+		queries: queries,
 	}
 	for i, o := range opts {
 		if o == nil {
@@ -318,8 +333,13 @@ func (m *metered) EmbedDocuments(ctx context.Context, texts []string) ([][]float
 	return vecs, nil
 }
 
-// EmbedQuery implements embeddings.Embedder.
+// EmbedQuery implements embeddings.Embedder: a query embedded lately, in
+// the Vector's space, is served from the Vector's cache without a model
+// call.
 func (m *metered) EmbedQuery(ctx context.Context, text string) ([]float32, error) {
+	if vec, ok := m.v.queries.Get(text); ok && m.v.checkDim(vec) == nil {
+		return vec, nil
+	}
 	m.rec.EmbeddingCall(1)
 	vec, err := m.embedQuery(ctx, text)
 	if err != nil {
@@ -328,6 +348,7 @@ func (m *metered) EmbedQuery(ctx context.Context, text string) ([]float32, error
 	if err := m.v.checkDim(vec); err != nil {
 		return nil, m.fail(err)
 	}
+	m.v.queries.Add(text, vec)
 	return vec, nil
 }
 

@@ -67,7 +67,8 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 // transaction, so no other client sees one batch without the others, and
 // a retry after a lost reply stores nothing twice (each script finds its
 // token). A Redis Cluster or Ring client keeps identities on different
-// nodes: AppendBatches then returns an error wrapping errors.ErrUnsupported
+// nodes, and a server in cluster mode refuses a transaction across slots:
+// AppendBatches then returns an error wrapping errors.ErrUnsupported
 // and stores nothing (the caller appends the batches one by one). Redis
 // transactions do not roll back: if a batch finds its identity's keys
 // corrupt, the call fails with store.ErrCorrupt naming it, and the batches
@@ -83,8 +84,8 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 		}
 	}
 	c, ok := s.client.(*redis.Client)
-	if !ok {
-		return fmt.Errorf("redisstore: %s: %w: a %T may keep the identities on different nodes; append them one by one", op, errors.ErrUnsupported, s.client)
+	if !ok || s.slotted {
+		return fmt.Errorf("redisstore: %s: %w: a %T of a server that keeps Cluster slots may keep the identities apart; append them one by one", op, errors.ErrUnsupported, s.client)
 	}
 	at := storekit.AppendTime(ctx)
 	if err := storekit.CheckTime(at); err != nil {

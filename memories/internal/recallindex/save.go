@@ -337,10 +337,13 @@ func (x *Engine) deleteIndex(ctx context.Context, id identity, e *recallEntry) e
 	}
 	remove := func(ctx context.Context) error { return x.cfg.Index.Delete(ctx, id.Key()) }
 	if x.scoped() {
-		// A scope's durable index: this conversation's docs only — by
-		// doc ID those of its units, and by source (Doc.Source) every
-		// other, of units no longer stored or indexed by other
-		// processes. Like a Delete, a removal abandoned while it runs
+		// A scope's durable index: this conversation's docs only, by
+		// doc ID those of the units read before the messages went (Seqs
+		// never come back: a turn saved since has other IDs), and
+		// whatever an earlier version, or a conversation-scoped Recall on
+		// the same vector store, indexed under the conversation's own
+		// scope. (Clear removed the others by source, before the
+		// messages.) Like a Delete, a removal abandoned while it runs
 		// holds the conversation's indexing back (deletePending).
 		ns, docs := x.ns(id), x.disown(id, append(unitSeqs(e.exs), x.owned(id)...))
 		remove = func(ctx context.Context) error {
@@ -349,12 +352,7 @@ func (x *Engine) deleteIndex(ctx context.Context, id identity, e *recallEntry) e
 					return err
 				}
 			}
-			if r, ok := x.cfg.Index.(retrieval.SourceRemover); ok {
-				if err := r.RemoveSource(ctx, ns, id.Key()); err != nil && !errors.Is(err, retrieval.ErrCannotRemove) {
-					return err
-				}
-			}
-			return nil
+			return x.cfg.Index.Delete(ctx, id.Key())
 		}
 	}
 	x.hold(e) // released when the call has ended

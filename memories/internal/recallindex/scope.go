@@ -161,15 +161,17 @@ func (x *Engine) assign(id identity, docs []retrieval.Doc, at map[int64]time.Tim
 // stableDocID is the doc ID of the unit of conversation id whose first
 // Seq is seq in a durable index (one that outlives the process, shared by
 // replicas): every process must give a unit the same ID, so it is a hash
-// of the conversation's key and the Seq (FNV-1a, 62 bits, never 0). Two
-// units of one scope share an ID with a chance of about n²/2⁶³ for n
-// units (1 in 10⁷ for a million): the later one indexed then owns it.
+// of the conversation's key and the Seq (FNV-1a, never 0), of 52 bits so
+// that a vector store that hands metadata back as JSON numbers (float64:
+// pgvector, chroma) keeps it exact. Two units of one scope share an ID
+// with a chance of about n²/2⁵³ for n units (1 in 10⁶ for 100,000): the
+// later one indexed then owns it.
 func stableDocID(id identity, seq int64) int64 {
 	h := fnv.New64a()
 	h.Write([]byte(id.Key()))
 	h.Write([]byte{0})
 	h.Write([]byte(strconv.FormatInt(seq, 10)))
-	return int64(h.Sum64()>>2) | 1
+	return int64(h.Sum64()>>12) | 1
 }
 
 // withOwners runs f on the entry of id's scope with its doc IDs locked.
@@ -926,16 +928,39 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		}
 	}
 	slices.Sort(v.Dated)
-	for cid, seqs := range gone {
+	if len(gone) > 0 {
 		// Units no longer stored (cleared here or in another replica):
-		// out of the in-process index, so they take no hit's place again.
-		_ = x.removeUnits(context.WithoutCancel(ctx), cid, seqs)
+		// out of the index, so they take no hit's place again. Their
+		// Seqs are never reused, so the removal may end later: from a
+		// durable index (a store call per doc) it runs in the background,
+		// bounded by the index timeout, and the load does not wait.
+		remove := func(ctx context.Context) {
+			for cid, seqs := range gone {
+				_ = x.removeUnits(ctx, cid, seqs)
+			}
+		}
+		if x.durable == nil {
+			remove(context.WithoutCancel(ctx))
+		} else {
+			go func() {
+				ictx, cancel := x.indexCtx(context.WithoutCancel(ctx))
+				defer cancel()
+				remove(ictx)
+			}()
+		}
 	}
-	// Crowded: every hit asked for came back and some are not shown —
-	// units gone, or docs this process does not know (in a durable index
-	// shared by replicas: another process's, indexed since this one
-	// synced, or one of a conversation forgotten at the store).
-	return v, (len(gone) > 0 || unknown > 0) && len(hits) >= ask, nil
+	// Crowded: every hit asked for came back, fewer than wanted can be
+	// shown, and some are not — units gone, or docs this process does not
+	// know (in a durable index shared by replicas: another process's,
+	// indexed since this one synced, or one of a conversation forgotten at
+	// the store).
+	shown := 0
+	for i := range v.Hits {
+		if !v.excl[v.Hits[i].Seq] {
+			shown++
+		}
+	}
+	return v, (len(gone) > 0 || unknown > 0) && len(hits) >= ask && shown < q.Want, nil
 }
 
 // recallViewReach is how many units on either side of a hit a scoped

@@ -23,11 +23,19 @@ func (x *Engine) Clear(ctx context.Context, id identity) error {
 	defer x.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var sourceErr error
 	if x.scoped() {
 		// The units to take out of the scope's index: every one stored.
 		if _, err := x.refreshExchanges(ctx, id, e, nil); err != nil && !errors.As(err, new(recallResetError)) {
 			return fmt.Errorf("memstack: clearing: %w", err)
 		}
+		// From a durable index shared by replicas, the conversation's
+		// docs whatever their units (Doc.Source): before the messages
+		// go, so that a turn another replica saves after the Clear, and
+		// indexes, is never removed with them. (A doc another replica
+		// adds meanwhile, of a turn the Clear then removes, that replica
+		// takes back itself: see dropGone.)
+		sourceErr = x.removeSource(ctx, id)
 	}
 	if err := x.cfg.Store.Clear(ctx, id); err != nil {
 		return fmt.Errorf("memstack: clearing: %w", err)
@@ -35,12 +43,31 @@ func (x *Engine) Clear(ctx context.Context, id identity) error {
 	e.ready, e.seen = false, 0
 	ictx, cancel := x.indexCtx(ctx)
 	defer cancel()
-	err = x.deleteIndex(ictx, id, e)
+	err = errors.Join(sourceErr, x.deleteIndex(ictx, id, e))
 	e.exs, e.exsOK = nil, false
 	if err != nil {
 		return fmt.Errorf("memstack: messages cleared; clearing the recall index: %w", err)
 	}
 	return nil
+}
+
+// removeSource removes from a scope's durable index every doc of
+// conversation id (retrieval.SourceRemover), as a bounded call; an index
+// that cannot is left as it is (its docs of units gone are never shown).
+func (x *Engine) removeSource(ctx context.Context, id identity) error {
+	r, ok := x.cfg.Index.(retrieval.SourceRemover)
+	if !ok || x.durable == nil || !x.scoped() {
+		return nil
+	}
+	ictx, cancel := x.indexCtx(ctx)
+	defer cancel()
+	_, _, err := indexCall(x, ictx, "remove", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.RemoveSource(ctx, x.ns(id), id.Key())
+	}, nil)
+	if errors.Is(err, retrieval.ErrCannotRemove) {
+		return nil
+	}
+	return err
 }
 
 // acquire returns id's entry, created if needed, marked in use: an entry
