@@ -47,7 +47,11 @@ func (s RecallScope) String() string {
 // is an error, and so is RecallScopeUser or RecallScopeTenant over a store
 // that cannot list conversations (one that does not implement
 // store.Users, such as store.FromHistory); without this option a Recall
-// over such a store searches the conversation.
+// over such a store searches the conversation. Replicas sharing a store
+// (and a vector store) should agree on the scope: a durable index
+// records, per conversation, the scope its vectors were written under,
+// and a replica of another scope embeds the conversation again under its
+// own.
 func WithRecallScope(s RecallScope) RecallOption {
 	return recallOpt(func(c *config) {
 		if s != RecallScopeUser && s != RecallScopeConversation && s != RecallScopeTenant {
