@@ -74,9 +74,10 @@
 //
 // memstack_stat holds one row per conversation with messages: how many it
 // has and its first and last Seq, which Stat — called by every memory on
-// every load — reads with one primary-key lookup, in the same time at 100k
-// messages as at 10 (count(*) over the messages took about 30 ms at
-// 100k).
+// every load — reads with one primary-key lookup (and Changed, the
+// store.ChangeFeed a user-scoped Recall follows, reads as one range of a
+// user's rows), in the same time at 100k messages as at 10 (count(*) over
+// the messages took about 30 ms at 100k).
 // Every write keeps the row in step in its own transaction: Append adds
 // its messages (one row update per conversation per group commit),
 // RemovePrefix and Rewrite take the new bounds from two seeks of the
