@@ -509,10 +509,10 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	// midway (recovered by a caller) leaves it dirty, so it is dropped.
 	buf := getNearBuf()
 	if cap(buf.score) < n {
-		buf.score, buf.tf = make([]float64, n), make([]float64, n)
+		buf.score, buf.tf, buf.kd = make([]float64, n), make([]float64, n), make([]float64, n)
 	}
-	score, tf := buf.score[:n], buf.tf[:n]
-	cand, reached := buf.cand[:0], buf.reached[:0]
+	score, tf, kd := buf.score[:n], buf.tf[:n], buf.kd[:n]
+	cand, reached, kdSet := buf.cand[:0], buf.reached[:0], buf.kdSet[:0]
 	var norm float64
 	for _, t := range terms {
 		reached = reached[:0]
@@ -543,8 +543,16 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		for _, d := range reached {
 			f := tf[d]
 			tf[d] = 0
-			dl := s.nearLen(int(d), near)
-			c := idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*dl/avg))
+			// The doc's length term, the same for every query term:
+			// computed at its first term, kept for the others (always
+			// > 0, so 0 marks "not yet").
+			kn := kd[d]
+			if kn == 0 {
+				kn = BM25K1 * (1 - BM25B + BM25B*s.nearLen(int(d), near)/avg)
+				kd[d] = kn
+				kdSet = append(kdSet, d)
+			}
+			c := idf * f * (BM25K1 + 1) / (f + kn)
 			if c == 0 {
 				continue // only with weights so small the product underflows
 			}
@@ -559,7 +567,10 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		top.offer(Hit{Seq: s.order[d], Score: score[d] / norm})
 		score[d] = 0 // the buffer goes back zeroed
 	}
-	buf.cand, buf.reached = cand, reached
+	for _, d := range kdSet {
+		kd[d] = 0
+	}
+	buf.cand, buf.reached, buf.kdSet = cand, reached, kdSet
 	buf.put()
 	return top.hits()
 }
@@ -585,11 +596,11 @@ func seekSeq(order []int64, from int, seq int64) (int, bool) {
 	return lo + i, ok
 }
 
-// nearBuf is searchNear's working arrays, kept between searches: score
-// and tf are all zeros when it is put back.
+// nearBuf is searchNear's working arrays, kept between searches: score,
+// tf and kd are all zeros when it is put back.
 type nearBuf struct {
-	score, tf     []float64 // by position in the order
-	cand, reached []int32   // positions
+	score, tf, kd        []float64 // by position in the order
+	cand, reached, kdSet []int32   // positions
 }
 
 // maxKeptBuf bounds the buffers kept for the next search, in elements: a
