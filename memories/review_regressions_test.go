@@ -514,3 +514,38 @@ func TestRecallReview_UnreadConversationIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// zFlakyIndex is a BM25 whose Add fails once while armed (an index that
+// timed out).
+type zFlakyIndex struct {
+	*retrieval.BM25
+	armed atomic.Bool
+}
+
+func (x *zFlakyIndex) Add(ctx context.Context, scope string, docs []retrieval.Doc) error {
+	if x.armed.CompareAndSwap(true, false) {
+		return errors.New("index timed out")
+	}
+	return x.BM25.Add(ctx, scope, docs)
+}
+
+// A scope's sync whose indexing of a conversation fails for a moment
+// retries it at the next load, as it does a conversation it could not
+// read: the turn another replica saved is found then.
+func TestRecallReview_UnindexedConversationIsRetried(t *testing.T) {
+	mem := store.NewInMemory()
+	bm, err := retrieval.NewBM25()
+	require.NoError(t, err)
+	flaky := &zFlakyIndex{BM25: bm}
+	r1, err := memories.NewRecall(memories.WithStore(mem), memories.WithIndex(flaky), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	r2, err := memories.NewRecall(memories.WithStore(mem), memories.WithRecallUnit(memories.RecallExchanges))
+	require.NoError(t, err)
+	zSave(t, r2, zA, "hello there", "hi")
+	_ = rcAsk(t, r1, ctIDCtx(zB), "hello") // r1 warm (scope built)
+	zSave(t, r2, zA, "my zebra is named Otto", "noted")
+	flaky.armed.Store(true)
+	_ = rcAsk(t, r1, ctIDCtx(zB), "zebra") // indexing zA's new turn fails
+	require.False(t, flaky.armed.Load(), "the load indexed zA")
+	require.Contains(t, rcAsk(t, r1, ctIDCtx(zB), "zebra"), "Otto", "the next load indexes zA again")
+}

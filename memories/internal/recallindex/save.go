@@ -63,12 +63,12 @@ func (x *Engine) indexCtx(ctx context.Context) (context.Context, context.CancelF
 	return ctx, func() {}
 }
 
-// readError is a failure of syncLocked to read the store (reported
-// already): a scope's sync retries that conversation at its next sync
-// (see cannotRead) rather than taking it as indexed.
-type readError struct{ error }
+// syncError is a failure of syncLocked to read the store or to index what
+// it read, reported already: a scope's sync retries that conversation at
+// its next sync (see cannotRead) rather than taking it as indexed.
+type syncError struct{ error }
 
-func (e readError) Unwrap() error { return e.error }
+func (e syncError) Unwrap() error { return e.error }
 
 // sync indexes what the store holds for id that e has not indexed yet.
 // recs, if not nil, is everything the store holds for id.
@@ -84,7 +84,7 @@ func (x *Engine) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		var err error
 		if recs, err = x.unindexed(ctx, id, e); err != nil {
 			x.report(id, OpIndex, 0, 0, err)
-			return readError{err}
+			return syncError{err}
 		}
 	}
 	if len(recs) == 0 || (e.ready && recs[len(recs)-1].Seq == e.seen) {
@@ -119,7 +119,7 @@ func (x *Engine) syncLocked(ctx context.Context, id identity, e *recallEntry, re
 		cancel()
 		x.report(id, OpIndex, len(docs), time.Since(start), err)
 		if err != nil {
-			return err
+			return syncError{err}
 		}
 	}
 	e.ready, e.seen = true, last

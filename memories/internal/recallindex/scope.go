@@ -523,7 +523,7 @@ func (x *Engine) cannotRead(ctx context.Context, u *recallScopeEntry, cid identi
 	if retrieval.Permanent(err) {
 		return err
 	}
-	if !errors.As(err, new(readError)) { // a readError was reported
+	if !errors.As(err, new(syncError)) { // a syncError was reported
 		x.report(cid, OpIndex, 0, 0, err)
 	}
 	if !slices.Contains(u.retry, cid) {
@@ -658,7 +658,7 @@ func (x *Engine) syncConversation(ctx context.Context, cid identity, all bool) e
 		if retrieval.Permanent(err) {
 			return fmt.Errorf("memstack: recall index: %w", err)
 		}
-		if errors.As(err, new(readError)) {
+		if errors.As(err, new(syncError)) {
 			return err // the caller retries cid (cannotRead)
 		}
 	}
