@@ -94,18 +94,28 @@ func (s *Store) dropFeeds(ctx context.Context, scope store.Scope) error {
 		if status(res) == "ok" {
 			return nil
 		}
-		str, _ := res[len(res)-1].(string)
-		us, _ := strconv.ParseInt(str, 10, 64)
-		t := time.NewTimer(time.Duration(min(max(us, 1), 2_000_000)) * time.Microsecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := waitAsked(ctx, res); err != nil {
+			return err
 		}
 		if attempt >= maxForgetAttempts {
 			return fmt.Errorf("deleting the tenant's counter of marks: gave up after %d attempts", attempt)
 		}
+	}
+}
+
+// waitAsked sleeps for what a script's {'wait', microseconds} reply asks
+// (at least 1 µs, at most 2 s: the clock passing a counter ahead of it),
+// or until ctx ends, whose error it then returns.
+func waitAsked(ctx context.Context, res []any) error {
+	str, _ := res[len(res)-1].(string)
+	us, _ := strconv.ParseInt(str, 10, 64)
+	t := time.NewTimer(time.Duration(min(max(us, 1), 2_000_000)) * time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -190,14 +200,8 @@ func (s *Store) forget(ctx context.Context, op string, id memstack.Identity, f *
 		case "ok":
 			return nil
 		case "wait":
-			str, _ := res[len(res)-1].(string)
-			us, _ := strconv.ParseInt(str, 10, 64)
-			t := time.NewTimer(time.Duration(min(max(us, 1), 2_000_000)) * time.Microsecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return s.fail(ctx, op, id, ctx.Err())
-			case <-t.C:
+			if err := waitAsked(ctx, res); err != nil {
+				return s.fail(ctx, op, id, err)
 			}
 		}
 		if attempt >= maxForgetAttempts {

@@ -18,9 +18,9 @@ import (
 // or "message", for the error) and, for a scope wider than the
 // conversation over a store without a change feed, records the save in
 // the scope's journal — unless journaled: the caller stored the entry
-// (JournalEntry) with the turn. A
-// transient indexing failure is reported and retried later (nil is
-// returned); a permanent one is returned, wrapped.
+// (JournalEntry) with the turn. A transient indexing failure is reported
+// and retried later (nil is returned); a permanent one is returned,
+// wrapped.
 func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled bool) error {
 	e := x.acquire(id)
 	defer x.release(e)

@@ -387,9 +387,9 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 		}
 	}
 	if !u.built {
-		return x.buildScope(ctx, id, u, x.listScope(id, st))
+		return x.buildScope(ctx, id, u, x.journalList(id, st))
 	}
-	if err := x.retryUnread(ctx, u); err != nil {
+	if err := x.retryUnread(ctx, id, u); err != nil {
 		return err
 	}
 	if st.Count == 0 || st.LastSeq == u.seen {
@@ -404,24 +404,17 @@ func (x *Engine) syncScope(ctx context.Context, id identity, u *recallScopeEntry
 	if behind, err := x.trimmedPast(ctx, jid, u.seen); err != nil {
 		return err
 	} else if behind {
-		return x.buildScope(ctx, id, u, x.listScope(id, st))
+		return x.buildScope(ctx, id, u, x.journalList(id, st))
 	}
-	seen := make(map[identity]bool)
+	named := make([]identity, 0, len(recs))
 	for _, r := range recs {
 		var e [2]string
-		if json.Unmarshal([]byte(r.Message.GetContent()), &e) != nil {
-			continue
+		if json.Unmarshal([]byte(r.Message.GetContent()), &e) == nil {
+			named = append(named, identity{Tenant: id.Tenant, User: e[0], Conversation: e[1]})
 		}
-		cid := identity{Tenant: id.Tenant, User: e[0], Conversation: e[1]}
-		if seen[cid] || !x.storeScope(id).Contains(cid) {
-			continue
-		}
-		seen[cid] = true
-		if err := x.syncConversation(ctx, cid, false); err != nil {
-			if err := x.cannotRead(ctx, u, cid, err); err != nil {
-				return err
-			}
-		}
+	}
+	if err := x.syncConversations(ctx, id, u, named, false); err != nil {
+		return err
 	}
 	u.seen = max(u.seen, st.LastSeq)
 	return nil
@@ -445,7 +438,7 @@ func (x *Engine) syncFromFeed(ctx context.Context, id identity, u *recallScopeEn
 			if err != nil {
 				return nil, 0, err
 			}
-			ids, _, err := x.listScope(id, store.Stat{})(ctx)
+			ids, err := x.conversations(ctx, id)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -461,34 +454,42 @@ func (x *Engine) syncFromFeed(ctx context.Context, id identity, u *recallScopeEn
 			return ids, mark, nil
 		})
 	}
-	if err := x.retryUnread(ctx, u); err != nil {
+	if err := x.retryUnread(ctx, id, u); err != nil {
 		return err
 	}
 	ids, next, err := x.feed.Changed(ctx, scope, u.seen)
 	if err != nil {
 		return fmt.Errorf("memstack: reading what changed in %s: %w", scope, err)
 	}
-	for _, cid := range ids {
-		if storekit.Derived(cid) || !scope.Contains(cid) {
-			continue
-		}
-		if err := x.syncConversation(ctx, cid, false); err != nil {
-			if err := x.cannotRead(ctx, u, cid, err); err != nil {
-				return err
-			}
-		}
+	if err := x.syncConversations(ctx, id, u, ids, false); err != nil {
+		return err
 	}
 	u.seen = max(u.seen, next)
 	return nil
 }
 
 // retryUnread indexes again the conversations the scope's last sync
-// could not read (see cannotRead).
-func (x *Engine) retryUnread(ctx context.Context, u *recallScopeEntry) error {
+// could not read or index (see cannotRead).
+func (x *Engine) retryUnread(ctx context.Context, id identity, u *recallScopeEntry) error {
 	retry := u.retry
 	u.retry = nil
-	for _, cid := range retry {
-		if err := x.syncConversation(ctx, cid, true); err != nil {
+	return x.syncConversations(ctx, id, u, retry, true)
+}
+
+// syncConversations indexes what each of cids (named by the journal or
+// the feed, or to retry) has stored that is not indexed yet — with all,
+// every unit again — once each, skipping those outside id's scope and
+// derived identities; one that cannot be read or indexed is retried at
+// the scope's next sync (cannotRead). u.mu is held.
+func (x *Engine) syncConversations(ctx context.Context, id identity, u *recallScopeEntry, cids []identity, all bool) error {
+	scope := x.storeScope(id)
+	done := make(map[identity]bool, len(cids))
+	for _, cid := range cids {
+		if done[cid] || storekit.Derived(cid) || !scope.Contains(cid) {
+			continue
+		}
+		done[cid] = true
+		if err := x.syncConversation(ctx, cid, all); err != nil {
 			if err := x.cannotRead(ctx, u, cid, err); err != nil {
 				return err
 			}
@@ -497,17 +498,28 @@ func (x *Engine) retryUnread(ctx context.Context, u *recallScopeEntry) error {
 	return nil
 }
 
-// listScope returns buildScope's list for a scope followed through its
-// journal: the scope's conversations (store.Users), and the journal's
-// last Seq read before (st): what is saved after that is caught up from
-// the journal.
-func (x *Engine) listScope(id identity, st store.Stat) func(ctx context.Context) ([]identity, int64, error) {
+// conversations lists the conversations of id's scope (store.Users).
+func (x *Engine) conversations(ctx context.Context, id identity) ([]identity, error) {
+	users, ok := x.cfg.Store.(store.Users)
+	if !ok {
+		return nil, errCannotList(x.cfg.Store)
+	}
+	return users.Identities(ctx, x.storeScope(id))
+}
+
+// errCannotList is the error of a scoped Recall over a store that cannot
+// list conversations.
+func errCannotList(s store.Store) error {
+	return fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", s)
+}
+
+// journalList returns buildScope's list for a scope followed through its
+// journal: the scope's conversations, and the journal's last Seq read
+// before them (st): what is saved after that is caught up from the
+// journal.
+func (x *Engine) journalList(id identity, st store.Stat) func(ctx context.Context) ([]identity, int64, error) {
 	return func(ctx context.Context) ([]identity, int64, error) {
-		users, ok := x.cfg.Store.(store.Users)
-		if !ok {
-			return nil, 0, fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
-		}
-		ids, err := users.Identities(ctx, x.storeScope(id))
+		ids, err := x.conversations(ctx, id)
 		return ids, st.LastSeq, err
 	}
 }
@@ -557,7 +569,7 @@ func (x *Engine) trimmedPast(ctx context.Context, jid identity, seen int64) (boo
 // journal or the feed.
 func (x *Engine) buildScope(ctx context.Context, id identity, u *recallScopeEntry, list func(context.Context) ([]identity, int64, error)) error {
 	if _, ok := x.cfg.Store.(store.Users); !ok {
-		return fmt.Errorf("memstack: the store %T cannot list conversations (store.Users)", x.cfg.Store)
+		return errCannotList(x.cfg.Store)
 	}
 	if x.durable == nil {
 		// Start from an empty in-process index: the docs of
