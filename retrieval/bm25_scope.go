@@ -1,0 +1,312 @@
+package retrieval
+
+import (
+	"slices"
+	"sync"
+)
+
+// bm25Scope is one scope's index. Its docs are kept in Seq order, one
+// entry a doc by position (order, olen, docs), each doc a slice of (term
+// number, weighted frequency) pairs over the scope's numbered terms (ids,
+// terms). For pruned search (bm25_prune.go) each term also has its df with
+// neighbours and its bounds per block. The index holds no pointer per term
+// occurrence and no per-term posting list: the garbage collector scans a
+// pointer a doc and two a term, and a search reads the docs around the
+// blocks it scores, which lie together in memory.
+type bm25Scope struct {
+	mu     sync.RWMutex
+	ids    map[string]int32 // term → its number
+	terms  []string         // number → term
+	own    []int32          // number → docs holding the term
+	unused int              // numbered terms no doc holds (see compact)
+	order  []int64          // the docs' Seqs, increasing
+	olen   []float64        // olen[i] is the length of the doc at position i
+	docs   [][]docTF        // docs[i] is the doc at position i
+	// ctotal is the sum of the docs' lengths with their neighbours',
+	// valid when ctotalOK.
+	ctotal   float64
+	ctotalOK bool
+	// Pruning: per term number, the positions its words reach (cdf, its
+	// df) and its largest weighted frequency per block (bmax); per block,
+	// the smallest length with neighbours (lmin). boundsOK is false while
+	// they wait to be rebuilt.
+	cdf      []int32
+	bmax     [][]blockMax
+	lmin     []float64
+	boundsOK bool
+	win      []int32 // term number → index+1 in wterms during reweigh, a mark elsewhere (else 0)
+	wterms   []winTF // reweigh's window
+}
+
+func newBM25Scope() *bm25Scope {
+	return &bm25Scope{ids: make(map[string]int32), ctotalOK: true, boundsOK: true}
+}
+
+// docTF is one term of a doc: its number and weighted frequency.
+type docTF struct {
+	term int32
+	tf   float64
+}
+
+// prepared is a doc ready to join a scope: its Seq, its terms' weighted
+// frequencies and its weighted length.
+type prepared struct {
+	seq int64
+	tf  map[string]float64
+	n   float64
+}
+
+// add adds docs, replacing those with the same Seq. The caller holds s.mu
+// for writing.
+func (s *bm25Scope) add(prep []prepared, near [2]float64) {
+	if 4*len(prep) > len(s.order) {
+		s.boundsOK = false // a large batch: one rebuild at the end
+	}
+	for _, p := range prep {
+		doc := make([]docTF, 0, len(p.tf))
+		for t, f := range p.tf {
+			doc = append(doc, docTF{s.termID(t), f})
+		}
+		i, found := len(s.order), false
+		if i > 0 && s.order[i-1] >= p.seq {
+			i, found = slices.BinarySearch(s.order, p.seq)
+		}
+		if found {
+			s.replace(i, doc, p.n, near)
+			continue
+		}
+		s.hold(doc, 1)
+		if i == len(s.order) {
+			if s.ctotalOK {
+				s.ctotal += s.appendDelta(p.n, near)
+			}
+			s.order, s.olen, s.docs = append(s.order, p.seq), append(s.olen, p.n), append(s.docs, doc)
+			if s.boundsOK {
+				s.reweigh(i, nil, doc, false, true, near)
+				s.lowerLens(i, near)
+			}
+			continue
+		}
+		s.order = slices.Insert(s.order, i, p.seq)
+		s.olen = slices.Insert(s.olen, i, p.n)
+		s.docs = slices.Insert(s.docs, i, doc)
+		s.ctotalOK, s.boundsOK = false, false
+	}
+	s.settle(near)
+}
+
+// settle ends a change: the lengths' sum and the pruning bounds are
+// brought up to date, and the terms compacted if most are unused. The
+// caller holds s.mu for writing.
+func (s *bm25Scope) settle(near [2]float64) {
+	s.recount(near)
+	s.maybeCompact()
+	s.rebound(near)
+}
+
+// hold counts doc's terms as held by one more doc (by < 0: one fewer). The
+// caller holds s.mu for writing.
+func (s *bm25Scope) hold(doc []docTF, by int32) {
+	for _, d := range doc {
+		was := s.own[d.term]
+		s.own[d.term] += by
+		switch {
+		case was == 0 && by > 0:
+			s.unused--
+		case was > 0 && s.own[d.term] == 0:
+			s.unused++
+		}
+	}
+}
+
+// replace makes doc, of length n, the doc at position i, in place: the
+// order is unchanged, so the pruning bounds are kept up to date rather
+// than rebuilt. The caller holds s.mu for writing.
+func (s *bm25Scope) replace(i int, doc []docTF, n float64, near [2]float64) {
+	old := s.docs[i]
+	if s.boundsOK {
+		s.reweigh(i, old, doc, true, true, near)
+	}
+	s.hold(doc, 1) // first, so a term both hold is never unused
+	s.hold(old, -1)
+	s.docs[i] = doc
+	if s.ctotalOK {
+		// Position j's length with neighbours counts i's length once
+		// if j = i, with weight near[dist-1] if j is dist away.
+		share := 1.0
+		for dist := 1; dist <= 2; dist++ {
+			for _, j := range [2]int{i - dist, i + dist} {
+				if j >= 0 && j < len(s.order) {
+					share += near[dist-1]
+				}
+			}
+		}
+		s.ctotal += (n - s.olen[i]) * share
+	}
+	s.olen[i] = n
+	if s.boundsOK {
+		s.lowerLens(i, near)
+	}
+}
+
+// remove drops seq's doc, if s holds it. The caller holds s.mu for
+// writing.
+func (s *bm25Scope) remove(seq int64, near [2]float64) {
+	i, ok := slices.BinarySearch(s.order, seq)
+	if !ok {
+		return
+	}
+	last := i == len(s.order)-1
+	if last && s.boundsOK {
+		s.reweigh(i, s.docs[i], nil, true, false, near)
+	} else {
+		s.boundsOK = false
+	}
+	s.hold(s.docs[i], -1)
+	n := s.olen[i]
+	s.order = slices.Delete(s.order, i, i+1)
+	s.olen = slices.Delete(s.olen, i, i+1)
+	s.docs = slices.Delete(s.docs, i, i+1)
+	if last && s.ctotalOK {
+		s.ctotal -= s.appendDelta(n, near) // what appending it added
+	} else {
+		s.ctotalOK = false
+	}
+	if last && s.boundsOK {
+		s.lowerLens(i, near)
+	}
+}
+
+// maxOneByOne is the most docs Remove removes one at a time (each costs
+// O(docs after it)); more are removed in one pass over the order
+// (removeMany).
+const maxOneByOne = 8
+
+// removeMany drops the docs seqs (those s holds) in one pass over the
+// order, and marks the lengths' sum and the bounds for rebuilding. The
+// caller holds s.mu for writing.
+func (s *bm25Scope) removeMany(seqs []int64) {
+	gone := make(map[int64]struct{}, len(seqs))
+	for _, seq := range seqs {
+		gone[seq] = struct{}{}
+	}
+	kept := 0
+	for i, seq := range s.order {
+		if _, ok := gone[seq]; ok {
+			s.hold(s.docs[i], -1)
+			continue
+		}
+		s.order[kept], s.olen[kept], s.docs[kept] = seq, s.olen[i], s.docs[i]
+		kept++
+	}
+	if kept == len(s.order) {
+		return
+	}
+	clear(s.docs[kept:]) // no longer reachable
+	s.order, s.olen, s.docs = s.order[:kept], s.olen[:kept], s.docs[:kept]
+	s.ctotalOK, s.boundsOK = false, false
+}
+
+// recount brings the sum of the docs' lengths with their neighbours' up
+// to date after a change that moved docs. The caller holds s.mu for
+// writing.
+func (s *bm25Scope) recount(near [2]float64) {
+	if s.ctotalOK {
+		return
+	}
+	total := 0.0
+	for i := range s.order {
+		total += s.nearLen(i, near)
+	}
+	s.ctotal, s.ctotalOK = total, true
+}
+
+// appendDelta is how much the sum of the docs' lengths with their
+// neighbours grows when a doc of length n joins the end of the order (the
+// caller then appends it): its own length, and each pair it makes with the
+// two docs before it, counted both ways.
+func (s *bm25Scope) appendDelta(n float64, near [2]float64) float64 {
+	d := n
+	for dist := 1; dist <= 2; dist++ {
+		if i := len(s.order) - dist; i >= 0 {
+			d += near[dist-1] * (s.olen[i] + n)
+		}
+	}
+	return d
+}
+
+// nearLen is the length of the doc at position i of the order with its
+// neighbours'.
+func (s *bm25Scope) nearLen(i int, near [2]float64) float64 {
+	l := s.olen[i]
+	for dist := 1; dist <= 2; dist++ {
+		for _, j := range [2]int{i - dist, i + dist} {
+			if j >= 0 && j < len(s.olen) {
+				l += near[dist-1] * s.olen[j]
+			}
+		}
+	}
+	return l
+}
+
+// termID returns t's number, numbering it if it is new. The caller holds
+// s.mu for writing.
+func (s *bm25Scope) termID(t string) int32 {
+	if id, ok := s.ids[t]; ok {
+		return id
+	}
+	id := int32(len(s.terms))
+	s.ids[t] = id
+	s.terms = append(s.terms, t)
+	s.own = append(s.own, 0)
+	s.cdf = append(s.cdf, 0)
+	s.bmax = append(s.bmax, nil)
+	s.win = append(s.win, 0)
+	s.unused++ // until a doc holds it
+	return id
+}
+
+// minCompact is how many unused term numbers a scope keeps before it
+// renumbers its terms (and only when they are most of them).
+const minCompact = 1024
+
+// maybeCompact compacts s when most of its numbered terms are unused. The
+// caller holds s.mu for writing, between changes (no doc half built).
+func (s *bm25Scope) maybeCompact() {
+	if s.unused > minCompact && s.unused > len(s.terms)/2 {
+		s.compact()
+	}
+}
+
+// compact renumbers the terms some doc still holds, dropping the others:
+// a scope whose words come and go (a conversation trimmed by retention)
+// keeps a dictionary of the words it holds, not of every word it held.
+// The caller holds s.mu for writing.
+func (s *bm25Scope) compact() {
+	renum := make([]int32, len(s.terms))
+	held := len(s.terms) - s.unused
+	ids := make(map[string]int32, held)
+	terms := make([]string, 0, held)
+	own := make([]int32, 0, held)
+	cdf := make([]int32, 0, held)
+	bmax := make([][]blockMax, 0, held)
+	for old, t := range s.terms {
+		if s.own[old] == 0 {
+			renum[old] = -1
+			continue
+		}
+		renum[old] = int32(len(terms))
+		ids[t] = int32(len(terms))
+		terms = append(terms, t)
+		own = append(own, s.own[old])
+		cdf = append(cdf, s.cdf[old])
+		bmax = append(bmax, s.bmax[old])
+	}
+	for _, doc := range s.docs {
+		for i := range doc {
+			doc[i].term = renum[doc[i].term]
+		}
+	}
+	s.ids, s.terms, s.own, s.unused = ids, terms, own, 0
+	s.cdf, s.bmax, s.win = cdf, bmax, make([]int32, len(terms))
+}

@@ -1,0 +1,243 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// exhaustive is the reference the pruned search is held to: BM25 with
+// neighbour weights computed for every doc of the scope, term by term,
+// from the docs alone (the search this package had before pruning, over
+// postings). It returns every hit, best first.
+func (s *bm25Scope) exhaustive(terms []string, near [2]float64) []Hit {
+	n := len(s.order)
+	if n == 0 {
+		return nil
+	}
+	avg := s.ctotal / float64(n)
+	if avg == 0 {
+		avg = 1
+	}
+	weight := [5]float64{near[1], near[0], 1, near[0], near[1]}
+	score, tf := make([]float64, n), make([]float64, n)
+	var reached []int
+	var norm float64
+	for _, t := range terms {
+		reached = reached[:0]
+		id, ok := s.ids[t]
+		for p := range n {
+			for _, dt := range s.docs[p] {
+				if !ok || dt.term != id {
+					continue
+				}
+				for off := -2; off <= 2; off++ {
+					d, w := p+off, weight[off+2]
+					if d < 0 || d >= n || w*dt.tf == 0 {
+						continue
+					}
+					if tf[d] == 0 {
+						reached = append(reached, d)
+					}
+					tf[d] += w * dt.tf
+				}
+			}
+		}
+		df := float64(len(reached))
+		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		norm += idf * (BM25K1 + 1)
+		for _, d := range reached {
+			f := tf[d]
+			tf[d] = 0
+			kn := BM25K1 * (1 - BM25B + BM25B*s.nearLen(d, near)/avg)
+			score[d] += idf * f * (BM25K1 + 1) / (f + kn)
+		}
+	}
+	var hits []Hit
+	for d, sc := range score {
+		if sc > 0 {
+			hits = append(hits, Hit{Seq: s.order[d], Score: sc / norm})
+		}
+	}
+	sortHits(hits)
+	return hits
+}
+
+// checkBounds checks the pruning data against the docs: the sum of the
+// lengths with neighbours (which the mean length divides), every term's
+// count is the number of positions its words reach, no position's
+// weighted frequency exceeds its block's bound, and no position's length
+// with neighbours is below its block's smallest.
+func checkBounds(t *testing.T, x *BM25, scope string, what string) {
+	t.Helper()
+	s := x.scope(scope, false)
+	if s == nil {
+		return // nothing added yet
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	require.True(t, s.boundsOK, what)
+	n := len(s.order)
+	weight := nearWeights(x.near)
+	total := 0.0
+	for q := range n {
+		total += s.nearLen(q, x.near)
+	}
+	require.InDelta(t, total, s.ctotal, 1e-9*max(1, total), "%s: the sum of lengths with neighbours", what)
+	for q := range n {
+		if s.lmin[q/blockSize] > s.nearLen(q, x.near) {
+			t.Fatalf("%s: block %d's smallest length %v is above position %d's, %v", what, q/blockSize, s.lmin[q/blockSize], q, s.nearLen(q, x.near))
+		}
+	}
+	// Each term's weighted frequency at every position, summed by
+	// position as a search sums it: one pass over the docs.
+	f := make([]float64, n*len(s.terms))
+	for p := range n {
+		for _, dt := range s.docs[p] {
+			for off := -2; off <= 2; off++ {
+				if d := p + off; d >= 0 && d < n {
+					f[int(dt.term)*n+d] += weight[off+2] * dt.tf
+				}
+			}
+		}
+	}
+	for id := range s.terms {
+		reached, bi := 0, 0
+		bm := s.bmax[id]
+		for q, fq := range f[id*n : (id+1)*n] {
+			if fq == 0 {
+				continue
+			}
+			reached++
+			for bi < len(bm) && int(bm[bi].block) < q/blockSize {
+				bi++
+			}
+			if bi == len(bm) || int(bm[bi].block) != q/blockSize || fq > float64(bm[bi].f) {
+				t.Fatalf("%s: term %q at %d: frequency %v above its block's bound (%v)", what, s.terms[id], q, fq, bm)
+			}
+		}
+		if int32(reached) != s.cdf[id] {
+			t.Fatalf("%s: term %q reaches %d positions, its count is %d", what, s.terms[id], reached, s.cdf[id])
+		}
+	}
+}
+
+// checkPruned compares x's search of scope with the exhaustive reference
+// for each query and k: the same docs in the same order, the same scores.
+func checkPruned(t *testing.T, x *BM25, scope string, queries []string, ks []int, what string) {
+	t.Helper()
+	s := x.scope(scope, false)
+	require.NotNil(t, s)
+	for _, q := range queries {
+		terms := slices.Clone(x.tokenize(q))
+		slices.Sort(terms)
+		terms = slices.Compact(terms)
+		s.mu.RLock()
+		want := s.exhaustive(terms, x.near)
+		s.mu.RUnlock()
+		for _, k := range ks {
+			got, err := x.Search(context.Background(), scope, q, k)
+			require.NoError(t, err)
+			w := want[:min(k, len(want))]
+			require.Len(t, got, len(w), "%s: %q k=%d", what, q, k)
+			for i := range w {
+				require.Equal(t, w[i].Seq, got[i].Seq, "%s: %q k=%d hit %d", what, q, k, i)
+				require.InDelta(t, w[i].Score, got[i].Score, 1e-12, "%s: %q k=%d hit %d", what, q, k, i)
+			}
+		}
+	}
+}
+
+// The pruned search returns exactly the exhaustive search's top k, for
+// every weighting, as docs are appended one by one and in batches,
+// replaced at the end and in the middle, inserted out of order and
+// removed, with terms that come and go (and so compaction).
+func TestPrunedSearchEqualsExhaustive(t *testing.T) {
+	ctx := context.Background()
+	for _, near := range [][2]float64{{0.5, 0.25}, {0, 0}, {1, 1}, {0, 0.5}, {0.5, 0}, {1e-300, 1e-300}} {
+		t.Run(fmt.Sprint(near), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(near[0]*100)+1, uint64(near[1]*100)+2))
+			common := strings.Fields("lake cabin sauna key trip budget offsite lisbon june hiring engineers monday paint fence dog walk")
+			text := func() string {
+				var b strings.Builder
+				for j := 0; j < rng.IntN(9); j++ {
+					if rng.IntN(5) == 0 {
+						fmt.Fprintf(&b, "rare%d ", rng.IntN(400)) // words that come and go
+					} else {
+						b.WriteString(common[rng.IntN(len(common))] + " ")
+					}
+				}
+				return b.String()
+			}
+			x, err := NewBM25(WithNeighbourWeights(near[0], near[1]))
+			require.NoError(t, err)
+			queries := []string{"lake cabin", "hiring engineers monday dog walk paint", "dog", "budget lisbon june rare7 rare9", "rare3", "nothing"}
+			ks := []int{1, 2, 3, 5, 10, 1000}
+			var seqs []int64
+			next := int64(1000)
+			for step := 0; step < 900; step++ {
+				r := rng.IntN(100)
+				switch {
+				case r < 60: // append one
+					next += 1 + rng.Int64N(3)
+					seqs = append(seqs, next)
+					require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: next, Text: text()}}))
+				case r < 66: // a batch
+					var docs []Doc
+					for range 1 + rng.IntN(40) {
+						next += 1 + rng.Int64N(3)
+						seqs = append(seqs, next)
+						docs = append(docs, Doc{Seq: next, Text: text()})
+					}
+					require.NoError(t, x.Add(ctx, "s", docs))
+				case r < 80 && len(seqs) > 0: // replace the last
+					require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: seqs[len(seqs)-1], Text: text()}}))
+				case r < 85 && len(seqs) > 0: // replace one anywhere
+					require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: seqs[rng.IntN(len(seqs))], Text: text()}}))
+				case r < 88 && len(seqs) > 0: // insert before the end
+					seq := seqs[rng.IntN(len(seqs))] - 1
+					if !slices.Contains(seqs, seq) {
+						seqs = append(seqs, seq)
+						slices.Sort(seqs)
+						require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: seq, Text: text()}}))
+					}
+				case r < 95 && len(seqs) > 0: // remove the last ones
+					m := 1 + rng.IntN(min(3, len(seqs)))
+					require.NoError(t, x.Remove(ctx, "s", seqs[len(seqs)-m:]))
+					seqs = seqs[:len(seqs)-m]
+				case r < 98 && len(seqs) > 0: // remove one anywhere
+					i := rng.IntN(len(seqs))
+					require.NoError(t, x.Remove(ctx, "s", []int64{seqs[i]}))
+					seqs = slices.Delete(seqs, i, i+1)
+				case len(seqs) > 0: // remove many, anywhere, with Seqs it never held
+					var gone []int64
+					kept := seqs[:0]
+					for _, seq := range seqs {
+						if rng.IntN(4) == 0 {
+							gone = append(gone, seq)
+						} else {
+							kept = append(kept, seq)
+						}
+					}
+					seqs = kept
+					require.NoError(t, x.Remove(ctx, "s", append(gone, -5, next+100)))
+				}
+				if r >= 66 || step%4 == 0 { // after every change but an append (most steps)
+					checkBounds(t, x, "s", fmt.Sprintf("step %d", step))
+				}
+				if step%25 == 0 && len(seqs) > 0 {
+					checkPruned(t, x, "s", queries, ks, fmt.Sprintf("step %d, %d docs", step, len(seqs)))
+				}
+			}
+			if len(seqs) > 0 {
+				checkPruned(t, x, "s", queries, ks, "end")
+			}
+		})
+	}
+}
