@@ -47,13 +47,16 @@ const (
 // ordered by score, then newest (highest Seq) first.
 //
 // Each scope keeps its docs and, per term, bounds of its frequency by
-// block of neighbouring docs, in process memory. Add costs O(terms of the
-// doc) when the doc joins the end of the scope's order or replaces one,
-// and Remove as much for the last doc; other changes rebuild the bounds,
-// O(terms of the scope's docs). Search bounds the blocks its terms reach
-// and scores only those that can hold one of the k best (see
-// bm25_prune.go): on a long conversation a few per cent of its docs. Its
-// allocations are what it returns. BM25 is safe for concurrent use.
+// block of neighbouring docs, in process memory. What a conversation does
+// costs O(terms of the docs near the change): Add of a doc that joins the
+// end of the scope's order or replaces one, Remove of the newest or the
+// oldest doc. Other changes (a doc inserted before the end, one removed
+// from the middle, a batch of more than a quarter of the scope) rebuild
+// the bounds, O(terms of the scope's docs). Search bounds the blocks its
+// terms reach and scores only those that can hold one of the k best (see
+// bm25_prune.go): on a long conversation a few per cent of its docs, or
+// fewer. Its allocations are what it returns. BM25 is safe for concurrent
+// use.
 type BM25 struct {
 	mu     sync.RWMutex
 	scopes map[string]*bm25Scope
@@ -241,7 +244,7 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if len(s.order) == 0 {
+	if s.live() == 0 {
 		return nil, nil
 	}
 	return s.searchNear(terms, k, x.near), nil
@@ -250,11 +253,12 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 // nearBuf is searchNear's working arrays, kept between searches: bound is
 // all zeros when it is put back.
 type nearBuf struct {
-	bound, kmin         []float64 // by block
-	touched, best, cand []int32   // blocks
-	qs                  []qterm
-	qmark               []int32   // term number → index+1 in qs (else 0)
-	f                   []float64 // by query term and position in a block
+	bound, kmin []float64 // by block
+	touched     []int32   // blocks
+	best, cand  blockHeap
+	qs          []qterm
+	qmark       []int32   // term number → index+1 in qs (else 0)
+	f           []float64 // by query term and position in a block
 }
 
 // maxKeptBuf bounds the buffers kept for the next search, in elements: a
@@ -324,7 +328,9 @@ func (x *BM25) Delete(ctx context.Context, scope string) error {
 }
 
 // Remove implements Remover: it drops scope's docs with the given Seqs
-// (Seqs it does not hold are ignored), in O(terms of those docs).
+// (Seqs it does not hold are ignored). Removing the newest or the oldest
+// doc costs O(terms of the docs near it); removing others, or more than a
+// few at once, rebuilds the scope's bounds (O(terms of its docs)).
 func (x *BM25) Remove(ctx context.Context, scope string, seqs []int64) error {
 	if err := ctxErr(ctx); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"cmp"
 	"container/heap"
 	"math"
 	"slices"
@@ -95,11 +96,11 @@ func (s *bm25Scope) raise(t int32, b int32, f float64) {
 	v := roundUp32(f)
 	e := s.bmax[t]
 	i := len(e)
-	for i > 0 && e[i-1].block > b {
-		i--
+	if i > 0 && e[i-1].block >= b { // not an append (rare): search
+		i, _ = slices.BinarySearchFunc(e, b, func(x blockMax, b int32) int { return cmp.Compare(x.block, b) })
 	}
-	if i > 0 && e[i-1].block == b {
-		e[i-1].f = max(e[i-1].f, v)
+	if i < len(e) && e[i].block == b {
+		e[i].f = max(e[i].f, v)
 		return
 	}
 	s.bmax[t] = slices.Insert(e, i, blockMax{b, v})
@@ -122,8 +123,10 @@ func (s *bm25Scope) lowerLen(q int, near [2]float64) {
 // or replaced in place. Only positions p-2..p+2 change, through the terms
 // of the docs at p-4..p+4. It runs before the order loses a removed
 // position and after it gains an appended one (p is in the order); the
-// caller then lowers the blocks' lengths (lowerLens). The caller holds
-// s.mu for writing, with the bounds current before the change.
+// caller then lowers the blocks' lengths (lowerLens). A removal from the
+// front (p the first live position, which becomes a tombstone) is a
+// removal too: tombstones reach nothing. The caller holds s.mu for
+// writing, with the bounds current before the change.
 func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, near [2]float64) {
 	n := len(s.order)
 	weight := nearWeights(near)
@@ -158,7 +161,7 @@ func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, near [2]
 		if !changed && !moved {
 			continue // a neighbour's term: nothing it reaches changes
 		}
-		for q := max(0, p-2); q <= min(n-1, p+2); q++ {
+		for q := max(s.dead, p-2); q <= min(n-1, p+2); q++ {
 			if q != p && !changed {
 				continue
 			}
@@ -211,6 +214,8 @@ func (s *bm25Scope) rebound(near [2]float64) {
 	if s.boundsOK {
 		return
 	}
+	s.dropDead()
+	s.rebuilds++
 	n := len(s.order)
 	s.lmin = s.lmin[:0]
 	for q := range n {
@@ -286,8 +291,9 @@ type qterm struct {
 // returns: its working arrays (a few values a block) come from nearBufs.
 // The caller holds s.mu for reading.
 func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
-	n := len(s.order)
-	avg := s.ctotal / float64(n) // Add keeps ctotal up to date
+	n := len(s.order)         // positions, tombstones included
+	live := float64(s.live()) // docs
+	avg := s.ctotal / live    // Add keeps ctotal up to date
 	if avg == 0 {
 		avg = 1
 	}
@@ -300,7 +306,7 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		if ok {
 			df = float64(s.cdf[id])
 		}
-		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		idf := math.Log(1 + (live-df+0.5)/(df+0.5))
 		norm += idf * (BM25K1 + 1)
 		if df > 0 {
 			qs = append(qs, qterm{id: id, idf: idf})
@@ -313,20 +319,20 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		buf.bound, buf.kmin = make([]float64, nb, nb+nb/4), make([]float64, nb, nb+nb/4)
 	}
 	bound, kmin := buf.bound[:nb], buf.kmin[:nb]
-	for b := range kmin {
-		kmin[b] = BM25K1 * (1 - BM25B + BM25B*s.lmin[b]/avg)
-	}
-	// 1. Each block's bound, term by term.
+	// 1. Each block's bound, term by term, for the blocks the terms
+	// reach (a block's smallest length term at its first).
 	touched := buf.touched[:0]
+	firstLive := int32(s.dead / blockSize)
 	for _, q := range qs {
 		for _, e := range s.bmax[q.id] {
 			b := e.block
-			if int(b) >= nb {
-				continue // a block emptied by removals at the end
+			if int(b) >= nb || b < firstLive {
+				continue // a block emptied by removals at the end, or of tombstones
 			}
 			f := float64(e.f)
 			if bound[b] == 0 {
 				touched = append(touched, b)
+				kmin[b] = BM25K1 * (1 - BM25B + BM25B*s.lmin[b]/avg)
 			}
 			bound[b] += q.idf * f * (BM25K1 + 1) / (f + kmin[b])
 		}
@@ -346,15 +352,16 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	// 2. The best-bounded blocks, enough to hold k docs twice over,
 	// scored first for a first θ.
 	top := newTopK(k)
-	best := blockHeap{b: buf.best[:0], bound: bound}
-	m := min(len(touched), 2*((k+blockSize-1)/blockSize))
+	best := &buf.best
+	best.b, best.bound, best.max = best.b[:0], bound, false
+	m := min(len(touched), 2*(k/blockSize+1))
 	for _, b := range touched {
 		if len(best.b) < m {
 			best.b = append(best.b, b)
-			heap.Fix(&best, len(best.b)-1) // a push that boxes nothing
+			heap.Fix(best, len(best.b)-1) // a push that boxes nothing
 		} else if bound[b] > bound[best.b[0]] {
 			best.b[0] = b
-			heap.Fix(&best, 0)
+			heap.Fix(best, 0)
 		}
 	}
 	for _, b := range best.b {
@@ -366,19 +373,20 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	below := func(b int32) bool {
 		return len(top.h) == k && bound[b]/norm*(1+boundMargin) < top.h[0].Score
 	}
-	cand := blockHeap{b: buf.cand[:0], bound: bound, max: true}
+	cand := &buf.cand
+	cand.b, cand.bound, cand.max = cand.b[:0], bound, true
 	for _, b := range touched {
 		if bound[b] >= 0 && !below(b) {
 			cand.b = append(cand.b, b)
 		}
 	}
-	heap.Init(&cand) // O(blocks); only those scored pay O(log blocks)
+	heap.Init(cand) // O(blocks); only those scored pay O(log blocks)
 	for len(cand.b) > 0 && !below(cand.b[0]) {
 		sc.score(int(cand.b[0]), top)
 		last := len(cand.b) - 1
 		cand.b[0], cand.b = cand.b[last], cand.b[:last] // a pop that boxes nothing
 		if last > 0 {
-			heap.Fix(&cand, 0)
+			heap.Fix(cand, 0)
 		}
 	}
 	for _, b := range touched {
@@ -387,7 +395,8 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	for _, q := range qs {
 		qmark[q.id] = 0
 	}
-	buf.qs, buf.touched, buf.best, buf.cand = qs, touched, best.b, cand.b
+	best.bound, cand.bound = nil, nil
+	buf.qs, buf.touched = qs, touched
 	buf.put()
 	return top.hits()
 }
@@ -410,7 +419,7 @@ type blockScorer struct {
 func (c *blockScorer) score(b int, top *topK) {
 	s := c.s
 	n := len(s.order)
-	lo, hi := b*blockSize, min(n, (b+1)*blockSize)
+	lo, hi := max(b*blockSize, s.dead), min(n, (b+1)*blockSize)
 	weight := nearWeights(c.near)
 	for p := max(0, lo-2); p <= min(n-1, hi+1); p++ {
 		for _, d := range s.docs[p] {

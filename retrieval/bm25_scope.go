@@ -22,8 +22,13 @@ type bm25Scope struct {
 	order  []int64          // the docs' Seqs, increasing
 	olen   []float64        // olen[i] is the length of the doc at position i
 	docs   [][]docTF        // docs[i] is the doc at position i
-	// ctotal is the sum of the docs' lengths with their neighbours',
-	// valid when ctotalOK.
+	// dead is how many positions at the start of the order hold docs
+	// removed from the front (of length 0 and no terms: tombstones), which
+	// keep the other docs' positions, and so the bounds, in place. They
+	// are dropped once they are as many as the live docs (dropDead).
+	dead int
+	// ctotal is the sum of the live docs' lengths with their
+	// neighbours', valid when ctotalOK.
 	ctotal   float64
 	ctotalOK bool
 	// Pruning: per term number, the positions its words reach (cdf, its
@@ -36,6 +41,7 @@ type bm25Scope struct {
 	boundsOK bool
 	win      []int32 // term number → index+1 in wterms during reweigh, a mark elsewhere (else 0)
 	wterms   []winTF // reweigh's window
+	rebuilds int     // how many times rebound rebuilt the bounds (for tests)
 }
 
 func newBM25Scope() *bm25Scope {
@@ -71,9 +77,15 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 		if i > 0 && s.order[i-1] >= p.seq {
 			i, found = slices.BinarySearch(s.order, p.seq)
 		}
-		if found {
+		if found && i >= s.dead {
 			s.replace(i, doc, p.n, near)
 			continue
+		}
+		if i < len(s.order) && s.dead > 0 {
+			// An insertion before the end moves docs: the tombstones go
+			// first (the bounds are rebuilt anyway).
+			s.dropDead()
+			i, _ = slices.BinarySearch(s.order, p.seq)
 		}
 		s.hold(doc, 1)
 		if i == len(s.order) {
@@ -99,6 +111,9 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 // brought up to date, and the terms compacted if most are unused. The
 // caller holds s.mu for writing.
 func (s *bm25Scope) settle(near [2]float64) {
+	if s.dead > 0 && s.dead >= s.live() {
+		s.dropDead() // amortised: after as many removals as docs left
+	}
 	s.recount(near)
 	s.maybeCompact()
 	s.rebound(near)
@@ -119,6 +134,24 @@ func (s *bm25Scope) hold(doc []docTF, by int32) {
 	}
 }
 
+// live is how many docs s holds.
+func (s *bm25Scope) live() int { return len(s.order) - s.dead }
+
+// dropDead drops the tombstones at the start of the order, moving every
+// doc: the bounds are to be rebuilt. The live docs' lengths with
+// neighbours do not change (a tombstone's length is 0). The caller holds
+// s.mu for writing.
+func (s *bm25Scope) dropDead() {
+	if s.dead == 0 {
+		return
+	}
+	clear(s.docs[:s.dead])
+	s.order = slices.Delete(s.order, 0, s.dead)
+	s.olen = slices.Delete(s.olen, 0, s.dead)
+	s.docs = slices.Delete(s.docs, 0, s.dead)
+	s.dead, s.boundsOK = 0, false
+}
+
 // replace makes doc, of length n, the doc at position i, in place: the
 // order is unchanged, so the pruning bounds are kept up to date rather
 // than rebuilt. The caller holds s.mu for writing.
@@ -136,7 +169,7 @@ func (s *bm25Scope) replace(i int, doc []docTF, n float64, near [2]float64) {
 		share := 1.0
 		for dist := 1; dist <= 2; dist++ {
 			for _, j := range [2]int{i - dist, i + dist} {
-				if j >= 0 && j < len(s.order) {
+				if j >= s.dead && j < len(s.order) {
 					share += near[dist-1]
 				}
 			}
@@ -149,21 +182,43 @@ func (s *bm25Scope) replace(i int, doc []docTF, n float64, near [2]float64) {
 	}
 }
 
-// remove drops seq's doc, if s holds it. The caller holds s.mu for
-// writing.
+// remove drops seq's doc, if s holds it. The last doc and the first live
+// one go without moving the others (the first becomes a tombstone), so the
+// bounds are kept up to date: what a conversation's growth and its
+// retention do. The caller holds s.mu for writing.
 func (s *bm25Scope) remove(seq int64, near [2]float64) {
 	i, ok := slices.BinarySearch(s.order, seq)
-	if !ok {
+	if !ok || i < s.dead {
 		return
 	}
 	last := i == len(s.order)-1
-	if last && s.boundsOK {
+	first := i == s.dead && !last
+	if (last || first) && s.boundsOK {
 		s.reweigh(i, s.docs[i], nil, true, false, near)
 	} else {
+		s.dropDead()
+		i, _ = slices.BinarySearch(s.order, seq)
 		s.boundsOK = false
 	}
 	s.hold(s.docs[i], -1)
 	n := s.olen[i]
+	if first && s.boundsOK {
+		if s.ctotalOK {
+			// Its length with neighbours leaves the sum, and its own
+			// length leaves those of the docs after it.
+			d := s.nearLen(i, near)
+			for dist := 1; dist <= 2; dist++ {
+				if i+dist < len(s.order) {
+					d += near[dist-1] * n
+				}
+			}
+			s.ctotal -= d
+		}
+		s.docs[i], s.olen[i] = nil, 0
+		s.dead++
+		s.lowerLens(i, near)
+		return
+	}
 	s.order = slices.Delete(s.order, i, i+1)
 	s.olen = slices.Delete(s.olen, i, i+1)
 	s.docs = slices.Delete(s.docs, i, i+1)
@@ -186,6 +241,7 @@ const maxOneByOne = 8
 // order, and marks the lengths' sum and the bounds for rebuilding. The
 // caller holds s.mu for writing.
 func (s *bm25Scope) removeMany(seqs []int64) {
+	s.dropDead()
 	gone := make(map[int64]struct{}, len(seqs))
 	for _, seq := range seqs {
 		gone[seq] = struct{}{}
@@ -215,7 +271,7 @@ func (s *bm25Scope) recount(near [2]float64) {
 		return
 	}
 	total := 0.0
-	for i := range s.order {
+	for i := s.dead; i < len(s.order); i++ {
 		total += s.nearLen(i, near)
 	}
 	s.ctotal, s.ctotalOK = total, true
@@ -228,7 +284,7 @@ func (s *bm25Scope) recount(near [2]float64) {
 func (s *bm25Scope) appendDelta(n float64, near [2]float64) float64 {
 	d := n
 	for dist := 1; dist <= 2; dist++ {
-		if i := len(s.order) - dist; i >= 0 {
+		if i := len(s.order) - dist; i >= s.dead {
 			d += near[dist-1] * (s.olen[i] + n)
 		}
 	}

@@ -201,6 +201,22 @@ func TestBM25_ReplaceSkipsAndTies(t *testing.T) {
 	assert.Equal(t, []int64{9, 7, 5}, []int64{got[0].Seq, got[1].Seq, got[2].Seq})
 }
 
+// A k as large as an int can be (a natural "every hit") returns every hit.
+func TestBM25_HugeK(t *testing.T) {
+	ctx := context.Background()
+	x := newBM25(t, retrieval.WithNeighbourWeights(0.5, 0.25))
+	var docs []retrieval.Doc
+	for i := range 20 {
+		docs = append(docs, retrieval.Doc{Seq: int64(i + 1), Text: fmt.Sprintf("lake cabin word%d", i)})
+	}
+	require.NoError(t, x.Add(ctx, "s", docs))
+	for _, k := range []int{math.MaxInt - 3, math.MaxInt - 2, math.MaxInt} {
+		hits, err := x.Search(ctx, "s", "lake", k)
+		require.NoError(t, err, "k=%d", k)
+		assert.Len(t, hits, 20, "k=%d", k)
+	}
+}
+
 func TestBM25_BadCalls(t *testing.T) {
 	x := newBM25(t)
 	bm25Corpus(t, x, "s")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,9 +18,23 @@ import (
 // from the docs alone (the search this package had before pruning, over
 // postings). It returns every hit, best first.
 func (s *bm25Scope) exhaustive(terms []string, near [2]float64) []Hit {
-	n := len(s.order)
+	// The live docs only, by their own positions: a removed doc leaves
+	// no place behind.
+	order, olen, docs := s.order[s.dead:], s.olen[s.dead:], s.docs[s.dead:]
+	n := len(order)
 	if n == 0 {
 		return nil
+	}
+	nearLen := func(i int) float64 {
+		l := olen[i]
+		for dist := 1; dist <= 2; dist++ {
+			for _, j := range [2]int{i - dist, i + dist} {
+				if j >= 0 && j < n {
+					l += near[dist-1] * olen[j]
+				}
+			}
+		}
+		return l
 	}
 	avg := s.ctotal / float64(n)
 	if avg == 0 {
@@ -33,7 +48,7 @@ func (s *bm25Scope) exhaustive(terms []string, near [2]float64) []Hit {
 		reached = reached[:0]
 		id, ok := s.ids[t]
 		for p := range n {
-			for _, dt := range s.docs[p] {
+			for _, dt := range docs[p] {
 				if !ok || dt.term != id {
 					continue
 				}
@@ -55,21 +70,21 @@ func (s *bm25Scope) exhaustive(terms []string, near [2]float64) []Hit {
 		for _, d := range reached {
 			f := tf[d]
 			tf[d] = 0
-			kn := BM25K1 * (1 - BM25B + BM25B*s.nearLen(d, near)/avg)
+			kn := BM25K1 * (1 - BM25B + BM25B*nearLen(d)/avg)
 			score[d] += idf * f * (BM25K1 + 1) / (f + kn)
 		}
 	}
 	var hits []Hit
 	for d, sc := range score {
 		if sc > 0 {
-			hits = append(hits, Hit{Seq: s.order[d], Score: sc / norm})
+			hits = append(hits, Hit{Seq: order[d], Score: sc / norm})
 		}
 	}
 	sortHits(hits)
 	return hits
 }
 
-// checkBounds checks the pruning data against the docs: the sum of the
+// checkBounds checks the pruning data against the live docs: the sum of the
 // lengths with neighbours (which the mean length divides), every term's
 // count is the number of positions its words reach, no position's
 // weighted frequency exceeds its block's bound, and no position's length
@@ -86,11 +101,11 @@ func checkBounds(t *testing.T, x *BM25, scope string, what string) {
 	n := len(s.order)
 	weight := nearWeights(x.near)
 	total := 0.0
-	for q := range n {
+	for q := s.dead; q < n; q++ {
 		total += s.nearLen(q, x.near)
 	}
 	require.InDelta(t, total, s.ctotal, 1e-9*max(1, total), "%s: the sum of lengths with neighbours", what)
-	for q := range n {
+	for q := s.dead; q < n; q++ {
 		if s.lmin[q/blockSize] > s.nearLen(q, x.near) {
 			t.Fatalf("%s: block %d's smallest length %v is above position %d's, %v", what, q/blockSize, s.lmin[q/blockSize], q, s.nearLen(q, x.near))
 		}
@@ -111,8 +126,8 @@ func checkBounds(t *testing.T, x *BM25, scope string, what string) {
 		reached, bi := 0, 0
 		bm := s.bmax[id]
 		for q, fq := range f[id*n : (id+1)*n] {
-			if fq == 0 {
-				continue
+			if fq == 0 || q < s.dead {
+				continue // tombstones reach nothing
 			}
 			reached++
 			for bi < len(bm) && int(bm[bi].block) < q/blockSize {
@@ -207,6 +222,12 @@ func TestPrunedSearchEqualsExhaustive(t *testing.T) {
 						slices.Sort(seqs)
 						require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: seq, Text: text()}}))
 					}
+				case r < 91 && len(seqs) > 0: // remove the first ones, one call each (retention)
+					m := 1 + rng.IntN(min(3, len(seqs)))
+					for _, seq := range seqs[:m] {
+						require.NoError(t, x.Remove(ctx, "s", []int64{seq}))
+					}
+					seqs = slices.Delete(seqs, 0, m)
 				case r < 95 && len(seqs) > 0: // remove the last ones
 					m := 1 + rng.IntN(min(3, len(seqs)))
 					require.NoError(t, x.Remove(ctx, "s", seqs[len(seqs)-m:]))
@@ -239,5 +260,52 @@ func TestPrunedSearchEqualsExhaustive(t *testing.T) {
 				checkPruned(t, x, "s", queries, ks, "end")
 			}
 		})
+	}
+}
+
+// What a conversation does to its index — append a turn, replace the last
+// one as it grows, drop the oldest as retention trims it — keeps the
+// bounds up to date in place: no rebuild, whose cost grows with the scope
+// (the oldest's removal used to rebuild them every time).
+func TestConversationChangesRebuildNothing(t *testing.T) {
+	ctx := context.Background()
+	x, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+	require.NoError(t, err)
+	text := func(i int) string { return fmt.Sprintf("ferry timetable word%d harbour%d", i%13, i%7) }
+	var docs []Doc
+	for i := range 1000 {
+		docs = append(docs, Doc{Seq: int64(i + 1), Text: text(i)})
+	}
+	require.NoError(t, x.Add(ctx, "s", docs))
+	s := x.scope("s", false)
+	built := s.rebuilds
+	for i := 1000; i < 1600; i++ {
+		require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: int64(i + 1), Text: text(i)}}))
+		require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: int64(i + 1), Text: text(i) + " grown"}}))
+		require.NoError(t, x.Remove(ctx, "s", []int64{int64(i - 999)}))
+	}
+	assert.Equal(t, built, s.rebuilds, "rebuilds after appends, replacements and removals of the oldest")
+	checkBounds(t, x, "s", "after 600 turns")
+	checkPruned(t, x, "s", []string{"ferry word3", "harbour2 grown", "word12"}, []int{1, 10, 2000}, "after 600 turns")
+}
+
+// A search allocates what it returns: its top-k heap and hits, whatever
+// the size of the scope.
+func TestSearchAllocatesWhatItReturns(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{100, 10000} {
+		x, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+		require.NoError(t, err)
+		var docs []Doc
+		for i := range n {
+			docs = append(docs, Doc{Seq: int64(i + 1), Text: fmt.Sprintf("lake w%d", i)})
+		}
+		require.NoError(t, x.Add(ctx, "s", docs))
+		s := x.scope("s", false)
+		for _, terms := range [][]string{{"w50"}, {"lake"}} {
+			require.NotEmpty(t, s.searchNear(terms, 1, x.near))
+			allocs := testing.AllocsPerRun(50, func() { s.searchNear(terms, 1, x.near) })
+			assert.LessOrEqual(t, allocs, 3.0, "n=%d %v: the top-k, its array and a boxed hit", n, terms)
+		}
 	}
 }
