@@ -96,7 +96,10 @@ func (s *bm25Scope) raise(t int32, b int32, f float64) {
 	v := roundUp32(f)
 	e := s.bmax[t]
 	i := len(e)
-	if i > 0 && e[i-1].block >= b { // not an append (rare): search
+	switch {
+	case i > 0 && e[i-1].block == b: // the last block (an append's usual case)
+		i--
+	case i > 0 && e[i-1].block > b: // an earlier block (rare): search
 		i, _ = slices.BinarySearchFunc(e, b, func(x blockMax, b int32) int { return cmp.Compare(x.block, b) })
 	}
 	if i < len(e) && e[i].block == b {
@@ -274,6 +277,77 @@ func (s *bm25Scope) rebound(near [2]float64) {
 	s.boundsOK = true
 }
 
+// sweepTail brings the counts and bounds up to date after docs were
+// appended at positions start.. of the order (the bounds were current
+// before): the new positions are swept as rebound sweeps every position,
+// and the two live positions before them, which the new docs reach too,
+// gain the terms that reach them now and did not before. The caller holds
+// s.mu for writing.
+func (s *bm25Scope) sweepTail(start int, near [2]float64) {
+	n := len(s.order)
+	weight := nearWeights(near)
+	from := max(s.dead, start-2) // the first position whose frequencies change
+	// Before the batch, which terms reached positions from..start-1
+	// (through the docs up to start-1).
+	var before [2]map[int32]bool
+	for d := from; d < start; d++ {
+		m := make(map[int32]bool)
+		for p := max(0, d-2); p <= start-1 && p <= d+2; p++ {
+			for _, dt := range s.docs[p] {
+				if weight[d-p+2]*dt.tf != 0 {
+					m[dt.term] = true
+				}
+			}
+		}
+		before[d-start+2] = m
+	}
+	// The frequencies of positions from.. after it, swept as rebound does.
+	var ring [5][]termF
+	at := make(map[int64]int32) // term*5 + slot → index+1 in ring[slot]
+	done := func(d int) {
+		slot := d % 5
+		for _, e := range ring[slot] {
+			delete(at, int64(e.term)*5+int64(slot))
+			if e.f <= 0 {
+				continue
+			}
+			if d >= start || !before[d-start+2][e.term] {
+				s.cdf[e.term]++
+			}
+			s.raise(e.term, int32(d/blockSize), e.f)
+		}
+		ring[slot] = ring[slot][:0]
+	}
+	for p := max(0, from-2); p < n; p++ {
+		for _, dt := range s.docs[p] {
+			for off := -2; off <= 2; off++ {
+				d, v := p+off, weight[off+2]*dt.tf
+				if d < from || d >= n || v == 0 {
+					continue
+				}
+				slot := d % 5
+				key := int64(dt.term)*5 + int64(slot)
+				j := at[key]
+				if j == 0 {
+					ring[slot] = append(ring[slot], termF{term: dt.term})
+					j = int32(len(ring[slot]))
+					at[key] = j
+				}
+				ring[slot][j-1].f += v
+			}
+		}
+		if p-2 >= from {
+			done(p - 2)
+		}
+	}
+	for d := max(from, n-2); d < n; d++ {
+		done(d)
+	}
+	for q := from; q < n; q++ {
+		s.lowerLen(q, near)
+	}
+}
+
 // termF is a term's weighted frequency at a position.
 type termF struct {
 	term int32
@@ -323,7 +397,9 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 	// reach (a block's smallest length term at its first).
 	touched := buf.touched[:0]
 	firstLive := int32(s.dead / blockSize)
+	bPerAvg := BM25B / avg // (a bound may round otherwise than a score: see boundMargin)
 	for _, q := range qs {
+		c := q.idf * (BM25K1 + 1)
 		for _, e := range s.bmax[q.id] {
 			b := e.block
 			if int(b) >= nb || b < firstLive {
@@ -332,9 +408,9 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 			f := float64(e.f)
 			if bound[b] == 0 {
 				touched = append(touched, b)
-				kmin[b] = BM25K1 * (1 - BM25B + BM25B*s.lmin[b]/avg)
+				kmin[b] = BM25K1 * (1 - BM25B + s.lmin[b]*bPerAvg)
 			}
-			bound[b] += q.idf * f * (BM25K1 + 1) / (f + kmin[b])
+			bound[b] += c * f / (f + kmin[b])
 		}
 	}
 	// The query's terms by number, for reading the docs.

@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"math"
 	"slices"
 	"sync"
 )
@@ -68,6 +69,11 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 	if 4*len(prep) > len(s.order) {
 		s.boundsOK = false // a large batch: one rebuild at the end
 	}
+	if s.boundsOK && len(prep) >= minTailBatch && appendsOnly(s.order, prep) {
+		s.appendBatch(prep, near)
+		s.settle(near)
+		return
+	}
 	for _, p := range prep {
 		doc := make([]docTF, 0, len(p.tf))
 		for t, f := range p.tf {
@@ -105,6 +111,47 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 		s.ctotalOK, s.boundsOK = false, false
 	}
 	s.settle(near)
+}
+
+// minTailBatch is the fewest docs appended in one call whose bounds are
+// brought up to date by one sweep over them (appendBatch) rather than doc
+// by doc (reweigh).
+const minTailBatch = 8
+
+// appendsOnly reports whether prep's docs all join the end of order, in
+// order.
+func appendsOnly(order []int64, prep []prepared) bool {
+	last := int64(math.MinInt64)
+	if len(order) > 0 {
+		last = order[len(order)-1]
+	}
+	for _, p := range prep {
+		if p.seq <= last {
+			return false
+		}
+		last = p.seq
+	}
+	return true
+}
+
+// appendBatch appends prep's docs (appendsOnly) and brings the bounds up
+// to date in one sweep over the new positions and the two before them
+// (sweepTail). The caller holds s.mu for writing, with the bounds
+// current.
+func (s *bm25Scope) appendBatch(prep []prepared, near [2]float64) {
+	start := len(s.order)
+	for _, p := range prep {
+		doc := make([]docTF, 0, len(p.tf))
+		for t, f := range p.tf {
+			doc = append(doc, docTF{s.termID(t), f})
+		}
+		s.hold(doc, 1)
+		if s.ctotalOK {
+			s.ctotal += s.appendDelta(p.n, near)
+		}
+		s.order, s.olen, s.docs = append(s.order, p.seq), append(s.olen, p.n), append(s.docs, doc)
+	}
+	s.sweepTail(start, near)
 }
 
 // settle ends a change: the lengths' sum and the pruning bounds are
