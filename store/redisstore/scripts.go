@@ -634,17 +634,30 @@ var exportScript = redis.NewScript(`
 return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[2]), redis.call('GET', KEYS[3]) or ''}
 `)
 
+// clockWait holds clockWait(v), for scripts about to delete a counter v
+// drawn from the server's clock (Seqs, change-feed marks): it returns the
+// clock in microseconds and, when v is ahead of it by less than 2 s, how
+// many microseconds to wait before deleting (a later draw, max(counter+1,
+// clock), must stay above v), else nil.
+var clockWait = `
+local function clockWait(v)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if v >= now and v - now < 2000000 then
+    return now, string.format('%.0f', v - now + 1)
+  end
+  return now, nil
+end
+`
+
 // dropCounterScript: KEYS a tenant's counter of change-feed marks. It
 // deletes it, or returns {'wait', microseconds} while the counter is ahead
 // of the server's clock by less than 2 s (the next mark, max(counter+1,
 // clock), must stay above every mark handed out), else {'ok'}.
-var dropCounterScript = redis.NewScript(`
+var dropCounterScript = redis.NewScript(clockWait + `
 local c = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if c >= now and c - now < 2000000 then
-  return {'wait', string.format('%.0f', c - now + 1)}
-end
+local _, wait = clockWait(c)
+if wait then return {'wait', wait} end
 redis.call('UNLINK', KEYS[1])
 return {'ok'}
 `)
@@ -687,15 +700,12 @@ return {'ok'}
 // lost) is a second Forget, which leaves what one leaves — nothing of the
 // identity, and a fresh forgotten version — and removes whatever was
 // written between the two runs, as a Forget called just then would.
-var forgetScript = redis.NewScript(`
+var forgetScript = redis.NewScript(clockWait + `
 local feeds = tonumber(ARGV[1]) -- 0 or 1: the last key is the user's feed
 local nns = #ARGV - 2
 local last = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if last >= now and last - now < 2000000 then
-  return {'wait', string.format('%.0f', last - now + 1)}
-end
+local now, wait = clockWait(last)
+if wait then return {'wait', wait} end
 local known = {}
 for i = 3, #ARGV do known[ARGV[i]] = true end
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
