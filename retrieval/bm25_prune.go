@@ -211,78 +211,28 @@ func (s *bm25Scope) lowerLens(p int, near [2]float64) {
 }
 
 // rebound rebuilds every term's count and bounds, and the blocks'
-// lengths, in one pass over the docs in order. The caller holds s.mu for
-// writing.
+// lengths: a sweep over every doc from reset counts. The caller holds s.mu
+// for writing.
 func (s *bm25Scope) rebound(near [2]float64) {
 	if s.boundsOK {
 		return
 	}
 	s.dropDead()
 	s.rebuilds++
-	n := len(s.order)
 	s.lmin = s.lmin[:0]
-	for q := range n {
-		s.lowerLen(q, near)
-	}
 	for t := range s.cdf {
-		s.cdf[t], s.bmax[t] = 0, s.bmax[t][:0]
+		s.cdf[t], s.bmax[t] = 0, nil
 	}
-	weight := nearWeights(near)
-	// While the doc at p is read, the weighted frequencies of positions
-	// p-2..p+2 are open: ring[d%5] lists position d's terms with their
-	// frequency so far, and at[term*5 + d%5] is a term's index+1 there.
-	// Position d is complete once the doc at d+2 is read; the doc at p
-	// adds to d in the order a search sums (by position).
-	var ring [5][]termF
-	at := make([]int32, 5*len(s.terms))
-	done := func(d int) {
-		slot := d % 5
-		for _, e := range ring[slot] {
-			at[int(e.term)*5+slot] = 0
-			if e.f > 0 {
-				s.cdf[e.term]++
-				s.raise(e.term, int32(d/blockSize), e.f)
-			}
-		}
-		ring[slot] = ring[slot][:0]
-	}
-	for p := range n {
-		for _, dt := range s.docs[p] {
-			for off := -2; off <= 2; off++ {
-				d, v := p+off, weight[off+2]*dt.tf
-				if d < 0 || d >= n || v == 0 {
-					continue
-				}
-				slot := d % 5
-				j := &at[int(dt.term)*5+slot]
-				if *j == 0 {
-					ring[slot] = append(ring[slot], termF{term: dt.term})
-					*j = int32(len(ring[slot]))
-				}
-				ring[slot][*j-1].f += v
-			}
-		}
-		if p >= 2 {
-			done(p - 2)
-		}
-	}
-	for d := max(0, n-2); d < n; d++ {
-		done(d)
-	}
-	for t, e := range s.bmax {
-		if len(e) == 0 {
-			s.bmax[t] = nil
-		}
-	}
+	s.sweepTail(0, near)
 	s.boundsOK = true
 }
 
 // sweepTail brings the counts and bounds up to date after docs were
-// appended at positions start.. of the order (the bounds were current
-// before): the new positions are swept as rebound sweeps every position,
-// and the two live positions before them, which the new docs reach too,
-// gain the terms that reach them now and did not before. The caller holds
-// s.mu for writing.
+// appended at positions start.. of the order (all of them for rebound),
+// the bounds being current for the docs before. The new positions are
+// swept, and the two live positions before them, which the new docs reach
+// too, gain the terms that reach them now and did not before. The caller
+// holds s.mu for writing.
 func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 	n := len(s.order)
 	weight := nearWeights(near)
@@ -301,13 +251,21 @@ func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 		}
 		before[d-start+2] = m
 	}
-	// The frequencies of positions from.. after it, swept as rebound does.
+	// While the doc at p is read, the weighted frequencies of positions
+	// p-2..p+2 are open: ring[d%5] lists position d's terms with their
+	// frequency so far, and at[term*5 + d%5] is a term's index+1 there
+	// (s.ringAt, all zeros between sweeps). Position d is complete once
+	// the doc at d+2 is read; the doc at p adds to d in the order a search
+	// sums (by position).
 	var ring [5][]termF
-	at := make(map[int64]int32) // term*5 + slot → index+1 in ring[slot]
+	if len(s.ringAt) < 5*len(s.terms) {
+		s.ringAt = make([]int32, 5*len(s.terms))
+	}
+	at := s.ringAt
 	done := func(d int) {
 		slot := d % 5
 		for _, e := range ring[slot] {
-			delete(at, int64(e.term)*5+int64(slot))
+			at[int(e.term)*5+slot] = 0
 			if e.f <= 0 {
 				continue
 			}
@@ -326,14 +284,12 @@ func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 					continue
 				}
 				slot := d % 5
-				key := int64(dt.term)*5 + int64(slot)
-				j := at[key]
-				if j == 0 {
+				j := &at[int(dt.term)*5+slot]
+				if *j == 0 {
 					ring[slot] = append(ring[slot], termF{term: dt.term})
-					j = int32(len(ring[slot]))
-					at[key] = j
+					*j = int32(len(ring[slot]))
 				}
-				ring[slot][j-1].f += v
+				ring[slot][*j-1].f += v
 			}
 		}
 		if p-2 >= from {

@@ -42,6 +42,7 @@ type bm25Scope struct {
 	boundsOK bool
 	win      []int32 // term number → index+1 in wterms during reweigh, a mark elsewhere (else 0)
 	wterms   []winTF // reweigh's window
+	ringAt   []int32 // sweepTail's scratch: term*5 + position%5 → index+1 (else 0)
 	rebuilds int     // how many times rebound rebuilt the bounds (for tests)
 }
 
@@ -75,10 +76,7 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 		return
 	}
 	for _, p := range prep {
-		doc := make([]docTF, 0, len(p.tf))
-		for t, f := range p.tf {
-			doc = append(doc, docTF{s.termID(t), f})
-		}
+		doc := s.numbered(p)
 		i, found := len(s.order), false
 		if i > 0 && s.order[i-1] >= p.seq {
 			i, found = slices.BinarySearch(s.order, p.seq)
@@ -141,10 +139,7 @@ func appendsOnly(order []int64, prep []prepared) bool {
 func (s *bm25Scope) appendBatch(prep []prepared, near [2]float64) {
 	start := len(s.order)
 	for _, p := range prep {
-		doc := make([]docTF, 0, len(p.tf))
-		for t, f := range p.tf {
-			doc = append(doc, docTF{s.termID(t), f})
-		}
+		doc := s.numbered(p)
 		s.hold(doc, 1)
 		if s.ctotalOK {
 			s.ctotal += s.appendDelta(p.n, near)
@@ -179,6 +174,16 @@ func (s *bm25Scope) hold(doc []docTF, by int32) {
 			s.unused++
 		}
 	}
+}
+
+// numbered returns p's terms as a doc of s, numbering new terms. The
+// caller holds s.mu for writing.
+func (s *bm25Scope) numbered(p prepared) []docTF {
+	doc := make([]docTF, 0, len(p.tf))
+	for t, f := range p.tf {
+		doc = append(doc, docTF{s.termID(t), f})
+	}
+	return doc
 }
 
 // live is how many docs s holds.
@@ -411,5 +416,5 @@ func (s *bm25Scope) compact() {
 		}
 	}
 	s.ids, s.terms, s.own, s.unused = ids, terms, own, 0
-	s.cdf, s.bmax, s.win = cdf, bmax, make([]int32, len(terms))
+	s.cdf, s.bmax, s.win, s.ringAt = cdf, bmax, make([]int32, len(terms)), nil
 }
