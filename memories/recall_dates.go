@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memstack/memstack/memories/internal/recallindex"
 )
 
 // Dated recall: how much an exchange saved on the date a question names
@@ -27,15 +29,14 @@ type queryDate struct {
 	day   int
 }
 
+// asDay is d as the recall engine reads it.
+func (d queryDate) asDay() recallindex.Day {
+	return recallindex.Day{Year: d.year, Month: d.month, Day: d.day}
+}
+
 // matches reports whether t falls on the day (or in the month) d names,
 // in t's own location.
-func (d queryDate) matches(t time.Time) bool {
-	if t.IsZero() {
-		return false
-	}
-	y, m, day := t.Date()
-	return y == d.year && m == d.month && (d.day == 0 || day == d.day)
-}
+func (d queryDate) matches(t time.Time) bool { return d.asDay().Matches(t) }
 
 var monthNames = map[string]time.Month{}
 

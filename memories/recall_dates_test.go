@@ -250,3 +250,45 @@ func rdMessages(s string) int {
 	}
 	return n
 }
+
+// Dated questions find their units through a day index kept as turns
+// are saved: a turn cleared or forgotten since is never shown for its
+// day, and turns saved on that day afterwards are, in a conversation and
+// across a user's conversations.
+func TestRecall_DatedQuestionsAfterClearAndForget(t *testing.T) {
+	day := time.Date(2023, time.June, 3, 10, 0, 0, 0, time.UTC)
+	at := memstack.WithTime(context.Background(), day)
+	save := func(m *memories.Recall, id memstack.Identity, in, out string) {
+		t.Helper()
+		ctx := memstack.WithIdentity(at, id)
+		require.NoError(t, m.SaveContext(ctx, map[string]any{"input": in}, map[string]any{"output": out}))
+	}
+	ana := func(conv string) memstack.Identity {
+		return memstack.Identity{Tenant: "acme", User: "ana", Conversation: conv}
+	}
+	t.Run("a conversation cleared, then saved to on the same day", func(t *testing.T) {
+		s := store.NewInMemory()
+		m, err := memories.NewRecall(memories.WithStore(s), memories.WithRecallUnit(memories.RecallExchanges),
+			memories.WithRecallScope(memories.RecallScopeConversation))
+		require.NoError(t, err)
+		save(m, ana("c"), "I adopted a puppy today!", "Congratulations!")
+		require.Contains(t, rcAsk(t, m, ctIDCtx(ana("c")), "What happened on 3 June 2023?"), "puppy")
+		require.NoError(t, m.Clear(ctIDCtx(ana("c"))))
+		save(m, ana("c"), "We repainted the fence.", "Nice colour.")
+		got := rcAsk(t, m, ctIDCtx(ana("c")), "What happened on 3 June 2023?")
+		assert.Contains(t, got, "fence")
+		assert.NotContains(t, got, "puppy", "the cleared turn")
+	})
+	t.Run("a user's conversation forgotten", func(t *testing.T) {
+		s := store.NewInMemory()
+		m, err := memories.NewRecall(memories.WithStore(s), memories.WithRecallUnit(memories.RecallExchanges), memories.WithK(3))
+		require.NoError(t, err)
+		save(m, ana("old"), "I adopted a puppy today!", "Congratulations!")
+		save(m, ana("other"), "We repainted the fence.", "Nice colour.")
+		require.Contains(t, rcAsk(t, m, ctIDCtx(ana("new")), "What happened on 3 June 2023?"), "puppy")
+		require.NoError(t, s.Forget(context.Background(), ana("old")))
+		got := rcAsk(t, m, ctIDCtx(ana("new")), "What happened on 3 June 2023?")
+		assert.Contains(t, got, "fence")
+		assert.NotContains(t, got, "puppy", "the forgotten conversation's turn")
+	})
+}

@@ -129,7 +129,8 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 		var rest string
 		if date, rest, dated = parseQueryDate(query); dated {
 			q.Text = rest
-			q.Dated = date.matches
+			day := date.asDay()
+			q.Date = &day
 		}
 	}
 	q.Want = 2 * k // beyond the recent units

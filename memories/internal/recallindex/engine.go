@@ -172,6 +172,10 @@ type recallEntry struct {
 	exs     []Unit
 	exsStat store.Stat
 	exsOK   bool
+	// days finds exs's units by day (see Query.Date); it has recorded
+	// every unit up to the Seq daysThrough.
+	days        dayIndex
+	daysThrough int64
 
 	// jentry is the conversation's journal entry (see journal), made
 	// once.
@@ -220,9 +224,10 @@ type Query struct {
 	// Exclude is how many of the conversation's newest non-system
 	// messages a recent window shows: their units are marked recent.
 	Exclude int
-	// Dated, if not nil, picks the units said on the date the question
-	// names: View.Dated lists them, hits or not.
-	Dated func(time.Time) bool
+	// Date, if not nil, is the date the question names: View.Dated lists
+	// the units said on it, hits or not, found through a day index (the
+	// cost is what the date holds, not the history).
+	Date *Day
 }
 
 // View is what a load selects from: Units, the Hits among them (Seq is
@@ -394,14 +399,34 @@ func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View,
 			v.Hits = append(v.Hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
 		}
 	}
-	if q.Dated != nil {
-		for i, u := range exs {
-			if q.Dated(u.at) {
+	if q.Date != nil {
+		e.indexDays()
+		e.days.each(*q.Date, func(seq int64) {
+			if i, ok := unitAt(exs, seq); ok && q.Date.Matches(exs[i].at) {
 				v.Dated = append(v.Dated, i)
 			}
-		}
+		})
+		slices.Sort(v.Dated)
+		v.Dated = slices.Compact(v.Dated)
 	}
 	return v, nil
+}
+
+// indexDays records in e.days the units of e.exs it has not recorded
+// (their Seqs only grow: a unit with a Seq past daysThrough is new), and
+// rebuilds it when most of its entries are of units gone. e.mu is held.
+func (e *recallEntry) indexDays() {
+	if e.days.stale(len(e.exs)) {
+		e.days.reset()
+		e.daysThrough = 0
+	}
+	i, _ := slices.BinarySearchFunc(e.exs, e.daysThrough+1, func(x Unit, seq int64) int { return cmp.Compare(x.seq, seq) })
+	for _, u := range e.exs[i:] {
+		e.days.add(u.at, u.seq)
+	}
+	if n := len(e.exs); n > 0 {
+		e.daysThrough = max(e.daysThrough, e.exs[n-1].seq)
+	}
 }
 
 // maxSearch bounds how many hits a load asks the index for when hits for

@@ -83,6 +83,7 @@ type recallScopeEntry struct {
 	next  int64
 	convs map[identity]*scopeConv
 	owner map[int64]recallOwner
+	days  dayIndex // owner's doc IDs by day (see Query.Date)
 }
 
 // scopeConv is one conversation of a scope's entry: its units' doc IDs.
@@ -204,6 +205,7 @@ func (u *recallScopeEntry) assign(id identity, docs []retrieval.Doc, at map[int6
 				doc = u.next
 			}
 			c.docs[d.Seq] = doc
+			u.days.add(at[d.Seq], doc)
 		}
 		u.owner[doc] = recallOwner{conv: c, seq: d.Seq, at: at[d.Seq]}
 		docs[i].Seq = doc
@@ -836,13 +838,19 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		}
 	}
 	var dated []int64
-	if q.Dated != nil {
-		for doc, o := range u.owner {
-			if q.Dated(o.at) {
+	if q.Date != nil {
+		if u.days.stale(len(u.owner)) {
+			u.days.reset()
+			for doc, o := range u.owner {
+				u.days.add(o.at, doc)
+			}
+		}
+		u.days.each(*q.Date, func(doc int64) {
+			if o, ok := u.owner[doc]; ok && q.Date.Matches(o.at) {
 				owners[doc] = o
 				dated = append(dated, doc)
 			}
-		}
+		})
 	}
 	u.omu.Unlock()
 	// The units by conversation (a doc ID the entry does not know any
@@ -940,6 +948,7 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		}
 	}
 	slices.Sort(v.Dated)
+	v.Dated = slices.Compact(v.Dated) // a doc the day index holds twice
 	if len(gone) > 0 {
 		// Units no longer stored (cleared here or in another replica):
 		// out of the index, so they take no hit's place again. Their
