@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,8 +86,16 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 	}
 	assert.Contains(t, md, "\n"+headWindows+"\n")
 	assert.Contains(t, md, "| backend | memory | 100 p50 | 100 p95 | 1,000 p50 | 1,000 p95 | 1,000 ÷ 100 |")
+	assert.Contains(t, md, "| backend | minimal saves/s | minimal load p50 | store saves/s ÷ minimal | store load p50 ÷ minimal |")
 	for _, name := range []string{backendInMemory, backendSQLite} {
 		rows := linesWithPrefix(md, "| "+name+" |")
+		if name == backendSQLite {
+			// | backend | minimal saves/s | minimal load p50 | ratio | ratio |: after the throughput row
+			require.Greater(t, len(rows), 1)
+			assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \| [\d.]+ (ns|µs|ms|s) \| \d+\.\d\d× \| \d+\.\d\d× \|$`, rows[1],
+				"%s has a row of the driver's minimal commands: saves/s, load p50 and the two ratios", name)
+			rows = slices.Delete(rows, 1, 2)
+		}
 		require.Len(t, rows, 3+len(windowMemories), "store rows %q: throughput, one size (1,000 messages in quick mode), one window row per memory, one user-recall row", name)
 		assert.NotContains(t, rows[0], "not run", "%s runs in quick mode", name)
 		assert.Regexp(t, `^\| [^|]+ \| [\d,]+ \|`, rows[0], "%s has a saves/s figure", name)

@@ -199,6 +199,16 @@ func renderStores(b *strings.Builder, r *results) {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", s.backend, fmtCount(int(s.res.SavesPerSec)),
 			fmtDur(s.res.LoadP50), fmtDur(s.res.LoadP99), fmtCount(s.res.Saves), fmtDur(s.res.Duration), s.setup)
 	}
+	p("\nThe same work done with each driver's minimal commands, against the same kind of server in the same run (`cmd/memstack-bench/minimal.go`: a message is its role and text, no Seqs handed out, versions, namespaces, idempotency tokens, change feed or retention; SQLite: two INSERTs in a transaction and a SELECT … LIMIT over an index; Redis: one RPUSH and one LRANGE; PostgreSQL: one multi-row INSERT and a SELECT … LIMIT over an index). The store's overhead is its figure against the minimal one's: a saves ratio above 1× means the store saves faster than the minimal commands (sqlitestore commits concurrent appends in one transaction), a load ratio above 1× that it loads slower.\n\n")
+	p("| backend | minimal saves/s | minimal load p50 | store saves/s ÷ minimal | store load p50 ÷ minimal |\n|---|---:|---:|---:|---:|\n")
+	for _, s := range r.stores {
+		if s.minimal == nil {
+			continue
+		}
+		m := s.minimal
+		p("| %s | %s | %s | %.2f× | %.2f× |\n", s.backend, fmtCount(int(m.SavesPerSec)), fmtDur(m.LoadP50),
+			s.res.SavesPerSec/m.SavesPerSec, float64(s.res.LoadP50)/float64(m.LoadP50))
+	}
 	if len(r.cfg.storeSizes) > 0 {
 		p("\n`storetest.MeasureSize`: one conversation of N messages; the median of %d `Stat` calls (what every memory load pays) and of %d one-turn `Append`s, one `RemovePrefix` of all but the newest 10 messages, then `Stat` and `Append` again — a store whose cost grows with what it once held shows it in the last two columns.\n\n", r.cfg.storeSamples, r.cfg.storeSamples)
 		p("| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |\n|---|---:|---:|---:|---:|---:|---:|\n")

@@ -22,6 +22,7 @@ type storeRow struct {
 	backend string
 	setup   string // how the store was set up
 	res     storetest.Result
+	minimal *storetest.Result      // the same work with the driver's minimal commands (minimal.go); nil for none
 	sizes   []storetest.SizeResult // storetest.MeasureSize at cfg.storeSizes
 	windows []windowResult         // measureWindows at cfg.windowSizes
 	users   []userRecallResult     // measureUserRecall at cfg.userConvs
@@ -43,7 +44,12 @@ type storeBackend struct {
 	setup string
 	// server is set for the backends that need a server process.
 	server bool
-	open   func(ctx context.Context) (store.Store, func(), error)
+	// open returns the store, and where it lives (its file's directory,
+	// the server's address or DSN) for minimal.
+	open func(ctx context.Context) (s store.Store, where string, release func(), err error)
+	// minimal, if not nil, opens the same work done with the driver's
+	// minimal commands next to the store (see minimal.go).
+	minimal func(ctx context.Context, where string) (storetest.Workload, func(), error)
 }
 
 var errNotInstalled = errors.New("not installed")
@@ -53,67 +59,81 @@ func storeBackends() []storeBackend {
 		{
 			name:  backendInMemory,
 			setup: "store.NewInMemory()",
-			open: func(context.Context) (store.Store, func(), error) {
-				return store.NewInMemory(), func() {}, nil
+			open: func(context.Context) (store.Store, string, func(), error) {
+				return store.NewInMemory(), "", func() {}, nil
 			},
 		},
 		{
 			name:  backendSQLite,
 			setup: "a new file in a temporary directory, default options (WAL, synchronous=NORMAL)",
-			open: func(ctx context.Context) (store.Store, func(), error) {
+			open: func(ctx context.Context) (store.Store, string, func(), error) {
 				dir, err := os.MkdirTemp("", "memstack-bench-sqlite-")
 				if err != nil {
-					return nil, nil, err
+					return nil, "", nil, err
 				}
 				s, err := sqlitestore.Open(ctx, filepath.Join(dir, "bench.db"))
 				if err != nil {
 					_ = os.RemoveAll(dir)
-					return nil, nil, err
+					return nil, "", nil, err
 				}
-				return s, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
+				return s, dir, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
 			},
+			minimal: minimalSQLite,
 		},
 		{
 			name:   backendRedis,
 			setup:  "a throwaway redis-server on 127.0.0.1 without persistence, default client options",
 			server: true,
-			open: func(ctx context.Context) (store.Store, func(), error) {
+			open: func(ctx context.Context) (store.Store, string, func(), error) {
 				srv, err := testsvc.StartRedisServer()
 				if err != nil {
 					if errors.Is(err, testsvc.ErrRedisNotInstalled) {
-						return nil, nil, fmt.Errorf("%w: %w", errNotInstalled, err)
+						return nil, "", nil, fmt.Errorf("%w: %w", errNotInstalled, err)
 					}
-					return nil, nil, err
+					return nil, "", nil, err
 				}
 				s, err := redisstore.Open(ctx, srv.Addr())
 				if err != nil {
 					srv.Stop()
-					return nil, nil, err
+					return nil, "", nil, err
 				}
-				return s, func() { _ = s.Close(); srv.Stop() }, nil
+				return s, srv.Addr(), func() { _ = s.Close(); srv.Stop() }, nil
 			},
+			minimal: minimalRedis,
 		},
 		{
 			name:   backendPostgres,
 			setup:  "a throwaway PostgreSQL on 127.0.0.1 (fsync=off), default pool (pgxpool: max(4, CPUs) connections)",
 			server: true,
-			open: func(ctx context.Context) (store.Store, func(), error) {
+			open: func(ctx context.Context) (store.Store, string, func(), error) {
 				srv, err := testsvc.StartPostgresServer()
 				if err != nil {
 					if errors.Is(err, testsvc.ErrPostgresNotInstalled) {
-						return nil, nil, fmt.Errorf("%w: %w", errNotInstalled, err)
+						return nil, "", nil, fmt.Errorf("%w: %w", errNotInstalled, err)
 					}
-					return nil, nil, err
+					return nil, "", nil, err
 				}
 				s, err := pgstore.Open(ctx, srv.DSN())
 				if err != nil {
 					srv.Stop()
-					return nil, nil, err
+					return nil, "", nil, err
 				}
-				return s, func() { _ = s.Close(); srv.Stop() }, nil
+				return s, srv.DSN(), func() { _ = s.Close(); srv.Stop() }, nil
 			},
+			minimal: minimalPostgres,
 		},
 	}
+}
+
+// measureMinimal runs storetest.Measure's work with b's minimal driver
+// commands against where b's store lives.
+func measureMinimal(ctx context.Context, b storeBackend, where string, cfg config) (storetest.Result, error) {
+	w, release, err := b.minimal(ctx, where)
+	if err != nil {
+		return storetest.Result{}, err
+	}
+	defer release()
+	return storetest.MeasureWith(ctx, w, cfg.storeConvs, cfg.storeTurns)
 }
 
 // runStores measures every backend that can run with storetest.Measure:
@@ -132,7 +152,7 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 			continue
 		}
 		openCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		s, release, err := b.open(openCtx)
+		s, where, release, err := b.open(openCtx)
 		cancel()
 		if err != nil {
 			if errors.Is(err, errNotInstalled) && !cfg.requireServers {
@@ -149,6 +169,15 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 			return nil, fmt.Errorf("measuring the %s store: %w", b.name, err)
 		}
 		fmt.Fprintf(progress, "stores: %-28s %s\n", b.name, row.res)
+		if b.minimal != nil {
+			res, err := measureMinimal(ctx, b, where, cfg)
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("measuring the %s driver's minimal commands: %w", b.name, err)
+			}
+			row.minimal = &res
+			fmt.Fprintf(progress, "stores: %-28s driver's minimal commands: %s\n", b.name, res)
+		}
 		for _, n := range cfg.storeSizes {
 			sz, err := storetest.MeasureSize(ctx, s, n, cfg.storeSamples)
 			if err != nil {

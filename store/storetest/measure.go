@@ -47,14 +47,45 @@ func Measure(ctx context.Context, s store.Store, conversations int, turns int) (
 	if s == nil {
 		return Result{}, fmt.Errorf("%w: storetest.Measure: store is nil", store.ErrInvalidArgument)
 	}
+	run := randomHex(6)
+	ids := make([]memstack.Identity, max(conversations, 0))
+	for i := range ids {
+		ids[i] = memstack.Identity{Tenant: "storetest-measure", User: run, Conversation: fmt.Sprint(i)}
+	}
+	return MeasureWith(ctx, Workload{
+		Append: func(ctx context.Context, c int, msgs ...llms.ChatMessage) error {
+			return s.Append(ctx, ids[c], msgs...)
+		},
+		Last: func(ctx context.Context, c, n int) (int, error) {
+			rs, err := s.Last(ctx, ids[c], n)
+			return len(rs), err
+		},
+		Forget: func(ctx context.Context, c int) error { return s.Forget(ctx, ids[c]) },
+	}, conversations, turns)
+}
+
+// Workload is the work Measure times, done through something other than
+// a store.Store — a database driver's own commands, say, to set a store's
+// overhead against (cmd/memstack-bench does). Append stores one turn's
+// messages in conversation c (0 ≤ c < conversations), as one write; Last
+// reads the newest n messages of c and returns how many it read; Forget,
+// if not nil, removes c after the run, outside the measured time.
+type Workload struct {
+	Append func(ctx context.Context, c int, msgs ...llms.ChatMessage) error
+	Last   func(ctx context.Context, c, n int) (int, error)
+	Forget func(ctx context.Context, c int) error
+}
+
+// MeasureWith is Measure over w: the same turns, the same loads, the same
+// checks (a Last(10) that returns another count than the turns appended
+// so far hold is an error) and the same result.
+func MeasureWith(ctx context.Context, w Workload, conversations int, turns int) (Result, error) {
+	if w.Append == nil || w.Last == nil {
+		return Result{}, fmt.Errorf("%w: storetest.Measure: the workload needs Append and Last", store.ErrInvalidArgument)
+	}
 	if conversations < 1 || turns < 1 {
 		return Result{}, fmt.Errorf("%w: storetest.Measure: conversations (%d) and turns (%d) must be at least 1",
 			store.ErrInvalidArgument, conversations, turns)
-	}
-	run := randomHex(6)
-	ids := make([]memstack.Identity, conversations)
-	for i := range ids {
-		ids[i] = memstack.Identity{Tenant: "storetest-measure", User: run, Conversation: fmt.Sprint(i)}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -63,12 +94,12 @@ func Measure(ctx context.Context, s store.Store, conversations int, turns int) (
 	errs := make([]error, conversations)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i, id := range ids {
+	for i := range conversations {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, turns)
 			defer func() { latencies[i] = lat }()
 			for n := range turns {
-				err := s.Append(ctx, id,
+				err := w.Append(ctx, i,
 					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d: what did we decide about the launch date and the budget?", n)},
 					llms.AIChatMessage{Content: fmt.Sprintf("turn %d: launch on the 14th, budget capped at 20k, review on Friday.", n)})
 				if err != nil {
@@ -77,15 +108,15 @@ func Measure(ctx context.Context, s store.Store, conversations int, turns int) (
 					return
 				}
 				t0 := time.Now()
-				rs, err := s.Last(ctx, id, 10)
+				got, err := w.Last(ctx, i, 10)
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: Last(10): %w", i, n, err)
 					cancel()
 					return
 				}
-				if want := min(2*(n+1), 10); len(rs) != want {
-					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: Last(10) returned %d messages, want %d", i, n, len(rs), want)
+				if want := min(2*(n+1), 10); got != want {
+					errs[i] = fmt.Errorf("storetest.Measure: conversation %d, turn %d: Last(10) returned %d messages, want %d", i, n, got, want)
 					cancel()
 					return
 				}
@@ -96,10 +127,12 @@ func Measure(ctx context.Context, s store.Store, conversations int, turns int) (
 	elapsed := time.Since(start)
 
 	var cleanup []error
-	for _, id := range ids {
-		if err := s.Forget(context.WithoutCancel(ctx), id); err != nil {
-			cleanup = append(cleanup, fmt.Errorf("storetest.Measure: forgetting %s: %w", id, err))
-			break
+	if w.Forget != nil {
+		for i := range conversations {
+			if err := w.Forget(context.WithoutCancel(ctx), i); err != nil {
+				cleanup = append(cleanup, fmt.Errorf("storetest.Measure: forgetting conversation %d: %w", i, err))
+				break
+			}
 		}
 	}
 	if err := errors.Join(append(errs, cleanup...)...); err != nil {
