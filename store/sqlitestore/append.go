@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/storekit"
 )
 
@@ -26,9 +27,10 @@ type appendReq struct {
 
 // appendPart is what one request appends to one identity.
 type appendPart struct {
-	key  string // the identity's key
-	unit string // the append key, "" for none
-	rows []appendRow
+	key   string // the identity's key
+	unit  string // the append key, "" for none
+	rows  []appendRow
+	index []indexkit.Message // the messages as the recall index sees them
 }
 
 // span is what one group commit adds to one identity: n messages, Seqs
@@ -105,6 +107,8 @@ func newPart(id memstack.Identity, unit string, msgs []llms.ChatMessage, at time
 		}
 		part.rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
 	}
+	// Only messages that encode are tokenised (a bad one is refused above).
+	part.index = indexkit.Prepare(msgs)
 	return part, nil
 }
 
@@ -244,6 +248,7 @@ func (s *Store) commitQueued(ctx context.Context) {
 		// What the group adds to each identity's memstack_stat row, in
 		// the order the identities first appear.
 		var spans []span
+		var pending []pendingIndex // by span
 		at := map[string]int{}
 		for _, r := range live {
 			for _, p := range r.parts {
@@ -272,10 +277,20 @@ func (s *Store) commitQueued(ctx context.Context) {
 						i = len(spans)
 						at[p.key] = i
 						spans = append(spans, span{key: p.key, first: seq})
+						pending = append(pending, pendingIndex{key: p.key})
 					}
 					spans[i].n++
 					spans[i].last = seq
+					pending[i].seqs = append(pending[i].seqs, seq)
+					pending[i].msgs = append(pending[i].msgs, p.index[j])
 				}
+			}
+		}
+		// The index, before the counts: a conversation it has no state
+		// for is new if it had no messages before this commit.
+		for _, pi := range pending {
+			if err := indexAppended(tctx, tx, s.ns, pi); err != nil {
+				return err
 			}
 		}
 		bump := tx.StmtContext(tctx, s.stmtBump)

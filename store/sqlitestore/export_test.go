@@ -12,3 +12,11 @@ func (s *Store) Queued() int {
 
 // Writing reports whether an Append of s holds the writer semaphore.
 func (s *Store) Writing() bool { return len(s.writer) == 1 }
+
+// SetBackfill sets how many messages a backfill transaction indexes and
+// a function called after each one; it returns a function restoring both.
+func SetBackfill(batch int, after func()) func() {
+	b, a := backfillBatch, afterBackfillTx
+	backfillBatch, afterBackfillTx = batch, after
+	return func() { backfillBatch, afterBackfillTx = b, a }
+}

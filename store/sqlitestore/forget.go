@@ -63,6 +63,9 @@ func clearTx(ctx context.Context, tx *sql.Tx, ns, key string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_stat WHERE ns = ? AND identity = ?`, ns, key); err != nil {
 		return err
 	}
+	if err := deleteIndex(ctx, tx, ns, key); err != nil {
+		return err
+	}
 	return resetState(ctx, tx, ns, key)
 }
 
@@ -102,6 +105,9 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 			`DELETE FROM memstack_messages WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 			`DELETE FROM memstack_state WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 			`DELETE FROM memstack_stat WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_recall_conv WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_recall_units WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_recall_terms WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, key); err != nil {
 				return err

@@ -224,7 +224,7 @@ func openers() []opener {
 }
 
 // checkMigrated checks a file migrated from writeV1's or writeV2's:
-// schema version 3 in one row, the schema a new file has, memstack_stat
+// schema version 4 in one row, the schema a new file has, memstack_stat
 // counting exactly the messages, every message and state value as it
 // was, Stat agreeing with All, Tail reading through its indexes what All
 // implies, and Seqs and versions going on from where the old version left
@@ -236,7 +236,7 @@ func checkMigrated(t *testing.T, path string, want map[string]map[string][]strin
 	var rows, version int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*), max(version) FROM memstack_schema`).Scan(&rows, &version))
 	assert.Equal(t, 1, rows)
-	assert.Equal(t, 3, version)
+	assert.Equal(t, sqlitestore.SchemaVersion, version)
 	fresh := filepath.Join(t.TempDir(), "fresh.db")
 	require.NoError(t, open(t, fresh).Close())
 	assert.Equal(t, schemaOf(t, rawDB(t, fresh)), schemaOf(t, db), "a migrated file has the schema of a new one")
@@ -381,9 +381,9 @@ func TestMigrationIsOneTransaction(t *testing.T) {
 		want  string
 	}{
 		{"v1", writeV1, `CREATE TABLE memstack_stat (ns TEXT NOT NULL, identity TEXT NOT NULL, PRIMARY KEY (ns, identity))`,
-			"migrating schema version 1 to 3: filling memstack_stat"},
+			"migrating schema version 1 to 4: filling memstack_stat"},
 		{"v2", writeV2, `CREATE TABLE memstack_messages_unit (x INTEGER)`,
-			"migrating schema version 2 to 3: adding append keys"},
+			"migrating schema version 2 to 4: adding append keys"},
 	}
 	for _, c := range cases {
 		for _, o := range openers() {
@@ -438,16 +438,16 @@ func TestNewerSchemaRefused(t *testing.T) {
 	for _, o := range openers() {
 		t.Run(o.name, func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "v4.db")
-			writeV1(t, path) // a version 4 without memstack_stat or unit: nothing may add them
+			path := filepath.Join(t.TempDir(), "v5.db")
+			writeV1(t, path) // a version 5 without memstack_stat or unit: nothing may add them
 			db := rawDB(t, path)
-			_, err := db.ExecContext(ctx, `UPDATE memstack_schema SET version = 4`)
+			_, err := db.ExecContext(ctx, `UPDATE memstack_schema SET version = 5`)
 			require.NoError(t, err)
 			before := dump(t, db)
 			_, err = o.open(t, path, "newcomer")
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "schema version 4")
-			assert.Contains(t, err.Error(), "knows up to 3")
+			assert.Contains(t, err.Error(), "schema version 5")
+			assert.Contains(t, err.Error(), "knows up to 4")
 			assert.Contains(t, err.Error(), path)
 			assert.Equal(t, before, dump(t, db), "a refused file is unchanged")
 		})

@@ -80,7 +80,7 @@ func TestReadOnly(t *testing.T) {
 	writeV1(t, old)
 	before = fileHash(t, old)
 	_, err = sqlitestore.Open(ctx, old, sqlitestore.WithReadOnly())
-	assert.ErrorContains(t, err, "schema version 1, and a read-only Store reads only version 3")
+	assert.ErrorContains(t, err, "schema version 1, and a read-only Store reads only version 4")
 	assert.Equal(t, before, fileHash(t, old), "an old file is not migrated")
 
 	_, err = sqlitestore.New(rawDB(t, path), sqlitestore.WithReadOnly())

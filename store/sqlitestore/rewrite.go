@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/tmc/langchaingo/llms"
@@ -40,6 +41,21 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	key := id.Key()
 	var removed int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// The index is rebuilt from what the conversation holds after:
+		// if it had an index state, or had no messages (a conversation
+		// that predates the index is the backfill's).
+		_, indexed, err := readConv(ctx, tx, s.ns, key)
+		if err != nil {
+			return err
+		}
+		if !indexed {
+			var count int64
+			err := tx.QueryRowContext(ctx, `SELECT count FROM memstack_stat WHERE ns = ? AND identity = ?`, s.ns, key).Scan(&count)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			indexed = count == 0
+		}
 		res, err := tx.ExecContext(ctx,
 			`DELETE FROM memstack_messages WHERE ns = ? AND identity = ? AND seq <= ?`, s.ns, key, through)
 		if err != nil {
@@ -61,6 +77,11 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 		}
 		if removed == 0 && len(rows) == 0 {
 			return nil
+		}
+		if indexed {
+			if _, err := reindex(ctx, tx, s.ns, key); err != nil {
+				return err
+			}
 		}
 		return restat(ctx, tx, s.ns, key, int64(len(rows))-removed)
 	})

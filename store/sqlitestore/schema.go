@@ -11,8 +11,10 @@ import (
 // SchemaVersion is the version of the schema this package creates and
 // reads. Version 2 added memstack_stat, version 3 the append keys (column
 // unit) and the index of system messages; Open and New migrate a file of
-// version 1 or 2 (see "Schema" in the package documentation).
-const SchemaVersion = 3
+// version 1 or 2 (see "Schema" in the package documentation). Version 4
+// added the recall index (recall.go), filled for older files in the
+// background.
+const SchemaVersion = 4
 
 // schemaTable is created before anything else, so that the transaction
 // that creates or migrates the schema can take the write lock (lockSQL)
@@ -186,6 +188,11 @@ func upgrade(ctx context.Context, tx *sql.Tx, v, rows int) error {
 	for _, q := range v3 {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("migrating schema version %d to %d: adding append keys and the index of system messages: %w", v, SchemaVersion, err)
+		}
+	}
+	for _, q := range recallSchema {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("migrating schema version %d to %d: adding the recall index: %w", v, SchemaVersion, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_schema`); err != nil {

@@ -258,6 +258,11 @@ type Store struct {
 	writer chan struct{} // a one-slot semaphore serialising this Store's writes
 	closed atomic.Bool
 
+	// recallReady: the file's recall index is complete (see recall.go);
+	// stopBackfill stops a background backfill and waits for it.
+	recallReady  atomic.Bool
+	stopBackfill func()
+
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
@@ -309,6 +314,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
+	s.startBackfill()
 	return s, nil
 }
 
@@ -371,6 +377,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		_ = s.closeStmts()
 		return nil, fmt.Errorf("sqlitestore: New(%s): %w", path, err)
 	}
+	s.startBackfill()
 	return s, nil
 }
 
@@ -440,6 +447,9 @@ func escapeURIPath(p string) string {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.stopBackfill != nil {
+		s.stopBackfill()
 	}
 	if s.ownsDB {
 		if err := s.db.Close(); err != nil {

@@ -286,7 +286,7 @@ func (s *Store) ForgetScope(ctx context.Context, scope store.Scope) (int, error)
 		if err := moveForgotten(ctx, tx, scope.Tenant, scope.User, scope.AllUsers); err != nil {
 			return err
 		}
-		for _, table := range []string{"memstack_messages", "memstack_state", "memstack_stat"} {
+		for _, table := range append([]string{"memstack_messages", "memstack_state", "memstack_stat"}, recallTables...) {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+inScope, lo, hi); err != nil {
 				return fmt.Errorf("deleting from %s: %w", table, err)
 			}

@@ -67,6 +67,7 @@ var cases = []testCase{
 	{"UsersIdentities", testUsersIdentities},
 	{"UsersExport", testUsersExport},
 	{"UsersForget", testUsersForget},
+	{"RecallSearch", testRecallSearch},
 	{"SurvivesReopen", testSurvivesReopen},
 	{"ClosedStoreReturnsErrors", testClosedStore},
 }

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/indexkit"
+)
+
+// RecallSearcher is implemented by a Store that keeps memories.Recall's
+// lexical index beside its messages (package indexkit): each Append
+// writes the index rows of its messages in its own transaction, and
+// Clear, Forget, ForgetScope, RemovePrefix and Rewrite remove them in
+// theirs, so every process that reads the database searches what every
+// process saved, and a search never returns a unit that is not stored.
+// sqlitestore implements it. A Recall over such a store with the default
+// index searches it (see memories.Recall); over other stores it builds an
+// in-process index.
+type RecallSearcher interface {
+	// SearchRecall returns the q.K best units of the conversation or
+	// scope in for the query q (see indexkit.Search for the ranking),
+	// best first, in this Store's namespace. While the index of a
+	// database written before the index existed is still being built
+	// (see the backend's documentation) it returns an error wrapping
+	// ErrRecallNotReady. A bad query (an unknown unit kind, a weight
+	// outside [0, 1]) is an error wrapping ErrInvalidArgument.
+	SearchRecall(ctx context.Context, in RecallScope, q indexkit.Query) ([]RecallHit, error)
+}
+
+// RecallScope is what a SearchRecall searches: one conversation, or the
+// conversations of a Scope.
+type RecallScope struct {
+	// Conversation, if not nil, is the one conversation searched.
+	Conversation *memstack.Identity
+	// Scope is searched when Conversation is nil.
+	Scope Scope
+}
+
+// String describes the scope, for errors.
+func (s RecallScope) String() string {
+	if s.Conversation != nil {
+		return "conversation " + s.Conversation.Key()
+	}
+	return s.Scope.String()
+}
+
+// RecallHit is a unit SearchRecall found: its conversation, the Seq of
+// its first message still stored and its score.
+type RecallHit struct {
+	ID    memstack.Identity
+	Seq   int64
+	Score float64
+}
+
+// ErrRecallNotReady is wrapped by SearchRecall's error while the store's
+// recall index is not complete (a migration still indexing older
+// messages): search another way meanwhile. It wraps errors.ErrUnsupported.
+var ErrRecallNotReady = fmt.Errorf("store: the recall index is still being built: %w", errors.ErrUnsupported)

@@ -1,0 +1,622 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
+	"github.com/memstack/memstack/store/storekit"
+)
+
+// The recall index (schema version 4; see store.RecallSearcher and
+// package indexkit): per conversation its indexkit.Conv state, its unit
+// entries by chunk, and its postings by (term, chunk). Postings are keyed
+// by term first, so a search of a user's or a tenant's conversations
+// reads one key range per query term; memstack_recall_terms_conv finds a
+// conversation's postings for a Clear, a Forget or a prefix removal.
+// memstack_recall_meta records whether every conversation of the file is
+// indexed (a file migrated from version 3 is indexed in the background).
+var recallSchema = []string{
+	`CREATE TABLE IF NOT EXISTS memstack_recall_conv (
+		ns       TEXT NOT NULL,
+		identity TEXT NOT NULL,
+		state    BLOB NOT NULL,
+		PRIMARY KEY (ns, identity)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS memstack_recall_units (
+		ns       TEXT    NOT NULL,
+		identity TEXT    NOT NULL,
+		chunk    INTEGER NOT NULL,
+		data     BLOB    NOT NULL,
+		PRIMARY KEY (ns, identity, chunk)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS memstack_recall_terms (
+		ns       TEXT    NOT NULL,
+		term     TEXT    NOT NULL,
+		identity TEXT    NOT NULL,
+		chunk    INTEGER NOT NULL,
+		data     BLOB    NOT NULL,
+		PRIMARY KEY (ns, term, identity, chunk)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS memstack_recall_terms_conv ON memstack_recall_terms (ns, identity, chunk)`,
+	`CREATE TABLE IF NOT EXISTS memstack_recall_meta (
+		id       INTEGER PRIMARY KEY CHECK (id = 1),
+		complete INTEGER NOT NULL
+	)`,
+	// A file without messages has nothing to index: complete at once.
+	`INSERT OR IGNORE INTO memstack_recall_meta (id, complete)
+		VALUES (1, NOT EXISTS (SELECT 1 FROM memstack_stat))`,
+}
+
+// recallTables are the index's tables keyed (ns, identity, …), for the
+// deletes of Clear, Forget and ForgetScope.
+var recallTables = []string{"memstack_recall_conv", "memstack_recall_units", "memstack_recall_terms"}
+
+// pendingIndex is what one group commit appends to one identity, for
+// the index.
+type pendingIndex struct {
+	key  string
+	seqs []int64
+	msgs []indexkit.Message
+}
+
+// indexAppended adds p's messages, just inserted in tx, to the index. A
+// conversation with no index state that had messages before (count, read
+// before this commit's are counted) predates the index: the backfill
+// indexes it whole, so it is left alone here.
+func indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) error {
+	st, ok, err := readConv(ctx, tx, ns, p.key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		var count int64
+		err := tx.QueryRowContext(ctx, `SELECT count FROM memstack_stat WHERE ns = ? AND identity = ?`, ns, p.key).Scan(&count)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("recall index: reading the message count: %w", err)
+		}
+		if count > 0 {
+			return nil
+		}
+		st = indexkit.NewConv()
+	}
+	w, err := st.Add(p.seqs, p.msgs)
+	if err != nil {
+		return fmt.Errorf("recall index: %w", err)
+	}
+	if err := writeRows(ctx, tx, ns, p.key, w); err != nil {
+		return err
+	}
+	return writeConv(ctx, tx, ns, p.key, st)
+}
+
+func readConv(ctx context.Context, tx *sql.Tx, ns, key string) (indexkit.Conv, bool, error) {
+	var data []byte
+	err := tx.QueryRowContext(ctx, `SELECT state FROM memstack_recall_conv WHERE ns = ? AND identity = ?`, ns, key).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return indexkit.Conv{}, false, nil
+	}
+	if err != nil {
+		return indexkit.Conv{}, false, fmt.Errorf("recall index: reading the state of %s: %w", key, err)
+	}
+	var c indexkit.Conv
+	if err := c.UnmarshalBinary(data); err != nil {
+		return indexkit.Conv{}, false, fmt.Errorf("%w: recall index: the state of %s: %w", store.ErrCorrupt, key, err)
+	}
+	return c, true, nil
+}
+
+func writeConv(ctx context.Context, tx *sql.Tx, ns, key string, c indexkit.Conv) error {
+	data, _ := c.MarshalBinary()
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO memstack_recall_conv (ns, identity, state) VALUES (?, ?, ?)`, ns, key, data); err != nil {
+		return fmt.Errorf("recall index: writing the state of %s: %w", key, err)
+	}
+	return nil
+}
+
+// maxUpsertRows bounds the rows of one multi-row upsert (5 parameters a
+// row, far below SQLite's limit).
+const maxUpsertRows = 200
+
+// writeRows appends w's entries to their chunk rows: one multi-row upsert
+// per table (per maxUpsertRows rows), each appending to a row's value.
+func writeRows(ctx context.Context, tx *sql.Tx, ns, key string, w indexkit.Writes) error {
+	for i := 0; i < len(w.Units); i += maxUpsertRows {
+		part := w.Units[i:min(len(w.Units), i+maxUpsertRows)]
+		args := make([]any, 0, 4*len(part))
+		for _, u := range part {
+			args = append(args, ns, key, u.Chunk, u.Data)
+		}
+		q := `INSERT INTO memstack_recall_units (ns, identity, chunk, data) VALUES ` + tuples(len(part), 4) +
+			` ON CONFLICT (ns, identity, chunk) DO UPDATE SET data = data || excluded.data`
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("recall index: writing unit entries: %w", err)
+		}
+	}
+	for i := 0; i < len(w.Terms); i += maxUpsertRows {
+		part := w.Terms[i:min(len(w.Terms), i+maxUpsertRows)]
+		args := make([]any, 0, 5*len(part))
+		for _, t := range part {
+			args = append(args, ns, t.Term, key, t.Chunk, t.Data)
+		}
+		q := `INSERT INTO memstack_recall_terms (ns, term, identity, chunk, data) VALUES ` + tuples(len(part), 5) +
+			` ON CONFLICT (ns, term, identity, chunk) DO UPDATE SET data = data || excluded.data`
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("recall index: writing postings: %w", err)
+		}
+	}
+	return nil
+}
+
+// tuples returns n comma-separated tuples of k placeholders.
+func tuples(n, k int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", k), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
+}
+
+// deleteIndex removes the index rows of key in ns: Clear, and Rewrite
+// before it indexes the conversation again.
+func deleteIndex(ctx context.Context, tx *sql.Tx, ns, key string) error {
+	for _, table := range recallTables {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE ns = ? AND identity = ?`, ns, key); err != nil {
+			return fmt.Errorf("recall index: deleting from %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// trimIndex takes the messages RemovePrefix removed (non-system, Seq <=
+// through) out of key's index: the chunks they fill are deleted, the one
+// they share with later messages filtered, and the state recomputed from
+// the entries left (O(the conversation's unit entries)).
+func trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
+	st, ok, err := readConv(ctx, tx, ns, key)
+	if err != nil || !ok {
+		return err
+	}
+	type chunkRow struct {
+		chunk int64
+		data  []byte
+	}
+	var chunks []chunkRow
+	rows, err := tx.QueryContext(ctx, `SELECT chunk, data FROM memstack_recall_units WHERE ns = ? AND identity = ? ORDER BY chunk`, ns, key)
+	if err != nil {
+		return fmt.Errorf("recall index: reading unit entries: %w", err)
+	}
+	for rows.Next() {
+		var c chunkRow
+		if err := rows.Scan(&c.chunk, &c.data); err != nil {
+			rows.Close()
+			return fmt.Errorf("recall index: reading unit entries: %w", err)
+		}
+		chunks = append(chunks, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("recall index: reading unit entries: %w", err)
+	}
+	var all []byte
+	for _, c := range chunks {
+		kept, err := indexkit.DropThrough(c.data, false, through)
+		if err != nil {
+			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", store.ErrCorrupt, key, c.chunk, err)
+		}
+		all = append(all, kept...)
+		if len(kept) == len(c.data) {
+			continue
+		}
+		if err := trimChunk(ctx, tx, ns, key, c.chunk, kept, through); err != nil {
+			return err
+		}
+	}
+	st, err = indexkit.Rebuild(all, st.Msgs)
+	if err != nil {
+		return fmt.Errorf("%w: recall index of %s: %w", store.ErrCorrupt, key, err)
+	}
+	return writeConv(ctx, tx, ns, key, st)
+}
+
+// trimChunk writes what is left of one chunk after a prefix removal: its
+// unit entries kept, and its postings filtered the same way.
+func trimChunk(ctx context.Context, tx *sql.Tx, ns, key string, chunk int64, kept []byte, through int64) error {
+	if len(kept) == 0 {
+		for _, q := range []string{
+			`DELETE FROM memstack_recall_units WHERE ns = ? AND identity = ? AND chunk = ?`,
+			`DELETE FROM memstack_recall_terms WHERE ns = ? AND identity = ? AND chunk = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ns, key, chunk); err != nil {
+				return fmt.Errorf("recall index: deleting a chunk: %w", err)
+			}
+		}
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE memstack_recall_units SET data = ? WHERE ns = ? AND identity = ? AND chunk = ?`, kept, ns, key, chunk); err != nil {
+		return fmt.Errorf("recall index: rewriting a chunk: %w", err)
+	}
+	type termRow struct {
+		term string
+		data []byte
+	}
+	var terms []termRow
+	rows, err := tx.QueryContext(ctx, `SELECT term, data FROM memstack_recall_terms WHERE ns = ? AND identity = ? AND chunk = ?`, ns, key, chunk)
+	if err != nil {
+		return fmt.Errorf("recall index: reading postings: %w", err)
+	}
+	for rows.Next() {
+		var t termRow
+		if err := rows.Scan(&t.term, &t.data); err != nil {
+			rows.Close()
+			return fmt.Errorf("recall index: reading postings: %w", err)
+		}
+		terms = append(terms, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("recall index: reading postings: %w", err)
+	}
+	for _, t := range terms {
+		left, err := indexkit.DropThrough(t.data, true, through)
+		if err != nil {
+			return fmt.Errorf("%w: recall index of %s, term %q: %w", store.ErrCorrupt, key, t.term, err)
+		}
+		var q string
+		args := []any{ns, t.term, key, chunk}
+		switch {
+		case len(left) == len(t.data):
+			continue
+		case len(left) == 0:
+			q = `DELETE FROM memstack_recall_terms WHERE ns = ? AND term = ? AND identity = ? AND chunk = ?`
+		default:
+			q = `UPDATE memstack_recall_terms SET data = ? WHERE ns = ? AND term = ? AND identity = ? AND chunk = ?`
+			args = append([]any{left}, args...)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("recall index: rewriting postings: %w", err)
+		}
+	}
+	return nil
+}
+
+// reindex indexes key's stored messages afresh: Rewrite, and the
+// backfill of a migrated file. A stored message that does not decode is
+// left out of the index (it cannot be shown either); the rest is indexed.
+// It returns how many messages it read.
+func reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, error) {
+	if err := deleteIndex(ctx, tx, ns, key); err != nil {
+		return 0, err
+	}
+	id, err := parseKey(key)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`, ns, key)
+	if err != nil {
+		return 0, fmt.Errorf("recall index: reading the messages of %s: %w", key, err)
+	}
+	var seqs []int64
+	var msgs []llms.ChatMessage
+	n := 0
+	for rows.Next() {
+		var seq int64
+		var data []byte
+		if err := rows.Scan(&seq, &data); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("recall index: reading the messages of %s: %w", key, err)
+		}
+		n++
+		rec, err := storekit.DecodeRecord(id, seq, data)
+		if err != nil {
+			continue
+		}
+		seqs, msgs = append(seqs, seq), append(msgs, rec.Message)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("recall index: reading the messages of %s: %w", key, err)
+	}
+	st := indexkit.NewConv()
+	w, err := st.Add(seqs, indexkit.Prepare(msgs))
+	if err != nil {
+		return 0, fmt.Errorf("recall index: %w", err)
+	}
+	if err := writeRows(ctx, tx, ns, key, w); err != nil {
+		return 0, err
+	}
+	return n, writeConv(ctx, tx, ns, key, st)
+}
+
+// backfillBatch is how many messages one backfill transaction indexes at
+// most (a conversation is indexed whole, in one transaction, however
+// long), so appends wait for the write lock briefly. A variable for tests.
+var backfillBatch = 5000
+
+// afterBackfillTx, if not nil, is called after each backfill transaction
+// commits (tests stop a backfill part-way with it).
+var afterBackfillTx func()
+
+// backfill indexes, a transaction at a time, every conversation of the
+// file (every namespace) that has no index state — those stored before
+// the file had the index — in key order, then records the index
+// complete. Appends meanwhile index the conversations that have a state
+// (or none before) and leave the others to it. It stops when ctx is done
+// or a transaction fails; the next Open of the file (by any process)
+// starts again where the rows written show it stopped.
+func (s *Store) backfill(ctx context.Context) error {
+	var after [2]string // the last (ns, identity) looked at
+	for {
+		done := false
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			n := 0
+			cursor := after
+			for n < backfillBatch {
+				rows, err := tx.QueryContext(ctx, `SELECT s.ns, s.identity, c.ns IS NOT NULL FROM memstack_stat s
+					LEFT JOIN memstack_recall_conv c ON c.ns = s.ns AND c.identity = s.identity
+					WHERE (s.ns, s.identity) > (?, ?) ORDER BY s.ns, s.identity LIMIT 64`, cursor[0], cursor[1])
+				if err != nil {
+					return err
+				}
+				type row struct {
+					k       [2]string
+					indexed bool
+				}
+				var got []row
+				for rows.Next() {
+					var r row
+					if err := rows.Scan(&r.k[0], &r.k[1], &r.indexed); err != nil {
+						rows.Close()
+						return err
+					}
+					got = append(got, r)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				seen := len(got)
+				for _, r := range got {
+					if n >= backfillBatch {
+						break
+					}
+					cursor = r.k
+					if r.indexed {
+						continue
+					}
+					m, err := reindex(ctx, tx, r.k[0], r.k[1])
+					if err != nil {
+						return err
+					}
+					n += m
+				}
+				if seen == 0 {
+					// Past the last conversation: every one with messages
+					// has its state (appends index those they create).
+					if _, err := tx.ExecContext(ctx, `UPDATE memstack_recall_meta SET complete = 1`); err != nil {
+						return err
+					}
+					done = true
+					break
+				}
+			}
+			after = cursor
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("sqlitestore: indexing %s for recall: %w", s.path, err)
+		}
+		if afterBackfillTx != nil {
+			afterBackfillTx()
+		}
+		if done {
+			s.recallReady.Store(true)
+			return nil
+		}
+	}
+}
+
+// startBackfill runs backfill in the background when the file's index is
+// not complete, until Close.
+func (s *Store) startBackfill() {
+	if s.cfg.readOnly {
+		return
+	}
+	if ok, err := s.ready(context.Background()); err == nil && ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.stopBackfill = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		_ = s.backfill(ctx) // retried by the next Open
+	}()
+}
+
+// ready reports whether the file's index is complete, reading the
+// meta row until it is (it never becomes incomplete again).
+func (s *Store) ready(ctx context.Context) (bool, error) {
+	if s.recallReady.Load() {
+		return true, nil
+	}
+	var complete bool
+	if err := s.db.QueryRowContext(ctx, `SELECT complete FROM memstack_recall_meta`).Scan(&complete); err != nil {
+		return false, err
+	}
+	if complete {
+		s.recallReady.Store(true)
+	}
+	return complete, nil
+}
+
+// Upper bounds of a conversation's key range: key itself only.
+func convRange(key string) (lo, hi string) { return key, key + "\x00" }
+
+// SearchRecall implements store.RecallSearcher, reading in one
+// transaction (one snapshot): the index state of every conversation of
+// the scope, the postings of the query's terms (one key range each), and
+// the unit entries of the conversations they name. Its cost grows with
+// the scope's conversations and the postings of the query's terms, not
+// with the messages stored. While a migrated file is still being indexed
+// it returns an error wrapping store.ErrRecallNotReady.
+func (s *Store) SearchRecall(ctx context.Context, in store.RecallScope, q indexkit.Query) ([]store.RecallHit, error) {
+	what := "SearchRecall of " + in.String()
+	if in.Conversation == nil {
+		var err error
+		if what, err = s.checkScope(ctx, "SearchRecall", in.Scope); err != nil {
+			return nil, err
+		}
+	} else if err := s.begin(ctx, "SearchRecall", *in.Conversation); err != nil {
+		return nil, err
+	}
+	if q.K < 1 {
+		return nil, fmt.Errorf("%w: sqlitestore: %s: k=%d: k must be at least 1", store.ErrInvalidArgument, what, q.K)
+	}
+	if _, err := indexkit.Search(indexkit.Query{Terms: []string{"x"}, Kind: q.Kind, Near: q.Near, K: 1}, nil); err != nil {
+		return nil, fmt.Errorf("%w: sqlitestore: %s: %w", store.ErrInvalidArgument, what, err)
+	}
+	ok, err := s.ready(ctx)
+	if err != nil {
+		return nil, s.failed(ctx, what, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, store.ErrRecallNotReady)
+	}
+	if len(q.Terms) == 0 {
+		return nil, nil
+	}
+	var lo, hi string
+	if in.Conversation != nil {
+		lo, hi = convRange(in.Conversation.Key())
+	} else {
+		lo, hi = scopeRange(in.Scope)
+	}
+	hits, err := s.searchRecall(ctx, lo, hi, q)
+	if err != nil {
+		return nil, s.failed(ctx, what, err)
+	}
+	return hits, nil
+}
+
+func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Query) ([]store.RecallHit, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a read
+	convs := map[string]*indexkit.ConvData{}
+	var order []string
+	rows, err := tx.QueryContext(ctx, `SELECT identity, state FROM memstack_recall_conv WHERE ns = ? AND identity >= ? AND identity < ?`, s.ns, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var key string
+		var data []byte
+		if err := rows.Scan(&key, &data); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		d := &indexkit.ConvData{ID: key, Postings: make([][]byte, len(q.Terms))}
+		if err := d.State.UnmarshalBinary(data); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("%w: recall index: the state of %s: %w", store.ErrCorrupt, key, err)
+		}
+		convs[key] = d
+		order = append(order, key)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(order) == 0 {
+		return nil, nil
+	}
+	for i, term := range q.Terms {
+		rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_terms
+			WHERE ns = ? AND term = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, term, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var key string
+			var data []byte
+			if err := rows.Scan(&key, &data); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if d := convs[key]; d != nil {
+				d.Postings[i] = append(d.Postings[i], data...)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	var need []string
+	for _, key := range order {
+		if convs[key].HasPostings() {
+			need = append(need, key)
+		}
+	}
+	readUnits := func(rows *sql.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var key string
+			var data []byte
+			if err := rows.Scan(&key, &data); err != nil {
+				return err
+			}
+			if d := convs[key]; d != nil && d.HasPostings() {
+				d.Units = append(d.Units, data...)
+			}
+		}
+		return rows.Err()
+	}
+	if len(need) > 16 {
+		// Most of the scope: one range.
+		rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
+			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		if err := readUnits(rows); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, key := range need {
+			rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
+				WHERE ns = ? AND identity = ? ORDER BY chunk`, s.ns, key)
+			if err != nil {
+				return nil, err
+			}
+			if err := readUnits(rows); err != nil {
+				return nil, err
+			}
+		}
+	}
+	data := make([]indexkit.ConvData, 0, len(order))
+	for _, key := range order {
+		data = append(data, *convs[key])
+	}
+	found, err := indexkit.Search(q, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: recall index: %w", store.ErrCorrupt, err)
+	}
+	hits := make([]store.RecallHit, len(found))
+	for i, h := range found {
+		id, err := parseKey(h.ID)
+		if err != nil {
+			return nil, err
+		}
+		hits[i] = store.RecallHit{ID: id, Seq: h.Seq, Score: h.Score}
+	}
+	return hits, nil
+}
+
+var _ store.RecallSearcher = (*Store)(nil)
