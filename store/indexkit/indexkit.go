@@ -299,11 +299,14 @@ type posting struct {
 	tf  int32
 }
 
-func decodeUnits(b []byte) ([]unitEntry, error) {
+func decodeUnits(b []byte) ([]unitEntry, error) { return decodeUnitsInto(b, nil) }
+
+// decodeUnitsInto decodes unit entries into dst's array, sorted by Seq.
+func decodeUnitsInto(b []byte, dst []unitEntry) ([]unitEntry, error) {
 	if len(b)%unitEntrySize != 0 {
 		return nil, fmt.Errorf("indexkit: unit entries of %d bytes, not a multiple of %d", len(b), unitEntrySize)
 	}
-	out := make([]unitEntry, len(b)/unitEntrySize)
+	out := slices.Grow(dst[:0], len(b)/unitEntrySize)[:len(b)/unitEntrySize]
 	for i := range out {
 		e := b[i*unitEntrySize:]
 		out[i] = unitEntry{

@@ -86,32 +86,48 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		avg = 1
 	}
 	weight := [5]float64{q.Near[1], q.Near[0], 1, q.Near[0], q.Near[1]}
-	// Per conversation with postings: its units' lengths and each term's
-	// own counts by ordinal, and the units each term reaches (its df).
+	// Per conversation with postings: its units' lengths and first Seqs,
+	// and each term's own counts, by ordinal (slices of one slab each),
+	// and the units each term reaches (its df).
 	type prepared struct {
 		id     string
-		lo     int32
-		lens   []float64   // by ordinal - lo
-		own    [][]float64 // by term, by ordinal - lo (nil: none)
-		first  []int64     // first Seq by ordinal - lo
-		reach  []bool      // scratch
-		hasAny bool
+		lens   []float64 // by ordinal - lo
+		own    []float64 // by term, then ordinal - lo
+		first  []int64   // first Seq by ordinal - lo
+		reach  []bool    // any term reaches the unit
+		active []bool    // by term: it has postings here
 	}
 	nt := len(q.Terms)
 	df := make([]float64, nt)
+	slab := 0
+	for _, c := range convs {
+		if c.HasPostings() {
+			slab += int(c.State.Units(q.Kind))
+		}
+	}
+	lensSlab, firstSlab := make([]float64, 0, slab), make([]int64, 0, slab)
+	ownSlab, reachSlab := make([]float64, 0, slab*nt), make([]bool, 0, slab)
+	termReach := make([]bool, 0, 64)
 	var preps []prepared
 	var ps []posting
+	var units []unitEntry
 	for _, c := range convs {
 		if !c.HasPostings() || c.State.Units(q.Kind) == 0 {
 			continue
 		}
 		s := c.State.K[q.Kind]
-		units, err := decodeUnits(c.Units)
+		var err error
+		units, err = decodeUnitsInto(c.Units, units[:0])
 		if err != nil {
 			return nil, fmt.Errorf("conversation %q: %w", c.ID, err)
 		}
 		span := int(s.Hi-s.Lo) + 1
-		p := prepared{id: c.ID, lo: s.Lo, lens: make([]float64, span), first: make([]int64, span), own: make([][]float64, nt)}
+		n := len(lensSlab)
+		lensSlab, firstSlab = lensSlab[:n+span], firstSlab[:n+span]
+		reachSlab = reachSlab[:n+span]
+		o0 := len(ownSlab)
+		ownSlab = ownSlab[:o0+span*nt]
+		p := prepared{id: c.ID, lens: lensSlab[n : n+span], first: firstSlab[n : n+span], own: ownSlab[o0 : o0+span*nt], reach: reachSlab[n : n+span], active: make([]bool, nt)}
 		for _, e := range units {
 			o := e.ords[q.Kind]
 			if o < s.Lo || o > s.Hi {
@@ -122,6 +138,10 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 				p.first[o-s.Lo] = e.seq
 			}
 		}
+		if cap(termReach) < span {
+			termReach = make([]bool, span)
+		}
+		tr := termReach[:span]
 		for ti := range nt {
 			if ti >= len(c.Postings) || len(c.Postings[ti]) == 0 {
 				continue
@@ -130,14 +150,22 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			if err != nil {
 				return nil, fmt.Errorf("conversation %q, term %q: %w", c.ID, q.Terms[ti], err)
 			}
-			own := make([]float64, span)
+			own := p.own[ti*span : (ti+1)*span]
 			found := false
+			// Both are in Seq order (chunk rows concatenated in chunk
+			// order): one merge maps each posting to its unit.
+			if !slices.IsSortedFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) }) {
+				slices.SortFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) })
+			}
+			j := 0
 			for _, x := range ps {
-				i, ok := slices.BinarySearchFunc(units, x.seq, func(e unitEntry, seq int64) int { return cmp.Compare(e.seq, seq) })
-				if !ok {
+				for j < len(units) && units[j].seq < x.seq {
+					j++
+				}
+				if j == len(units) || units[j].seq != x.seq {
 					continue // a posting of a message no longer indexed
 				}
-				o := units[i].ords[q.Kind]
+				o := units[j].ords[q.Kind]
 				if o < s.Lo || o > s.Hi || x.tf <= 0 {
 					continue
 				}
@@ -147,28 +175,22 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			if !found {
 				continue
 			}
-			p.own[ti] = own
-			p.hasAny = true
-			// The units its words reach.
-			if p.reach == nil {
-				p.reach = make([]bool, span)
-			} else {
-				clear(p.reach)
-			}
+			p.active[ti] = true
+			clear(tr)
 			for o, f := range own {
 				if f == 0 {
 					continue
 				}
 				for off := -2; off <= 2; off++ {
-					if d := o + off; d >= 0 && d < span && weight[off+2] > 0 && !p.reach[d] {
+					if d := o + off; d >= 0 && d < span && weight[off+2] > 0 && !tr[d] {
+						tr[d] = true
 						p.reach[d] = true
 						df[ti]++
 					}
 				}
 			}
 		}
-		if p.hasAny {
-			p.reach = nil
+		if slices.Contains(p.active, true) {
 			preps = append(preps, p)
 		}
 	}
@@ -180,28 +202,38 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 	}
 	top := &hitHeap{}
 	f := make([]float64, nt)
+	var near []float64 // by term, then ordinal: the weighted counts
 	for _, p := range preps {
 		span := len(p.lens)
+		// Each term's weighted count at every ordinal, term by term (one
+		// pass over its counts), summed by position as retrieval.BM25
+		// sums: a zero count adds nothing to a sum of non-negatives.
+		if cap(near) < span*nt {
+			near = make([]float64, span*nt)
+		}
+		near = near[:span*nt]
+		for ti := range nt {
+			if !p.active[ti] {
+				continue
+			}
+			own, out := p.own[ti*span:(ti+1)*span], near[ti*span:(ti+1)*span]
+			for d := range span {
+				var v float64
+				for pos := max(0, d-2); pos <= min(span-1, d+2); pos++ {
+					v += weight[d-pos+2] * own[pos]
+				}
+				out[d] = v
+			}
+		}
 		for d := range span {
-			any := false
+			if !p.reach[d] {
+				continue
+			}
 			for ti := range nt {
 				f[ti] = 0
-				own := p.own[ti]
-				if own == nil {
-					continue
+				if p.active[ti] {
+					f[ti] = near[ti*span+d]
 				}
-				// Summed by position, as retrieval.BM25 sums.
-				for pos := max(0, d-2); pos <= min(span-1, d+2); pos++ {
-					if v := own[pos]; v != 0 {
-						f[ti] += weight[d-pos+2] * v
-					}
-				}
-				if f[ti] > 0 {
-					any = true
-				}
-			}
-			if !any {
-				continue
 			}
 			l := p.lens[d]
 			for dist := 1; dist <= 2; dist++ {
