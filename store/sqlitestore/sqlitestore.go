@@ -40,7 +40,7 @@
 // WithReadOnly creates and migrates nothing: it reads a file at
 // SchemaVersion and refuses any other, writing nothing.
 //
-//	memstack_schema   (version INTEGER)                      -- one row: 3
+//	memstack_schema   (version INTEGER)                      -- one row: 4
 //	memstack_messages (seq INTEGER PRIMARY KEY AUTOINCREMENT,
 //	                   ns TEXT, identity TEXT, system INTEGER, message BLOB,
 //	                   unit TEXT)                           -- version 3
@@ -54,6 +54,12 @@
 //	                   PRIMARY KEY (ns, identity, name))    -- name '': see below
 //	memstack_counter  (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER)
 //	memstack_namespaces (ns TEXT PRIMARY KEY)                -- every namespace opened
+//	memstack_recall_conv  (ns, identity, state BLOB, PRIMARY KEY (ns, identity))    -- version 4
+//	memstack_recall_units (ns, identity, chunk, data BLOB, PRIMARY KEY (ns, identity, chunk))
+//	memstack_recall_terms (ns, term, identity, chunk, data BLOB,
+//	                       PRIMARY KEY (ns, term, identity, chunk))
+//	                      index (ns, identity, chunk)
+//	memstack_recall_meta  (id INTEGER PRIMARY KEY CHECK (id = 1), complete INTEGER)
 //
 // identity is memstack.Identity.Key (injective, so adversarial identities
 // never share rows). message is storekit.EncodeMessageAt's JSON, shared with
@@ -106,17 +112,42 @@
 // it with a removed one; Clear, Forget, ForgetScope and Rewrite remove it
 // with the rows they delete.
 //
+// # The recall index
+//
+// The memstack_recall_* tables (version 4) are memories.Recall's lexical
+// index, kept beside the messages (package indexkit; store.RecallSearcher):
+// each Append writes its messages' unit entries and postings — tokenised
+// before the transaction, appended to chunk rows with SQL's || so an
+// append writes what it adds — and its conversation's small state, in
+// its own transaction; Clear, Forget and ForgetScope delete them in
+// theirs, RemovePrefix filters the chunks it reaches and recomputes the
+// state, Rewrite indexes the conversation afresh. SearchRecall reads, in
+// one snapshot, the states of the scope's conversations, the postings of
+// the query's terms (one range of the term-first key each) and the unit
+// entries of the conversations they name, and ranks in Go exactly as the
+// in-process retrieval.BM25 ranks (indexkit's tests and storetest's
+// RecallSearch case check it). Every process on the file searches what
+// every process saved. A file of version 3 or older is indexed after the
+// migration in the background (a few thousand messages a transaction,
+// each conversation whole, so appends wait briefly), resumably: Close
+// stops it and the next Open goes on from the conversations without a
+// state. Meanwhile appends index the conversations indexed already and
+// new ones, and SearchRecall returns an error wrapping
+// store.ErrRecallNotReady. The index adds about the size of the messages
+// again (100,000 benchmark-corpus messages: a 52 MiB file).
+//
 // Version 2 added memstack_stat; version 3 the unit column and the two
-// partial indexes. A file of version 1 or 2 is migrated by the first Open
+// partial indexes; version 4 the recall index. A file of version 1 or 2 is migrated by the first Open
 // or New of this build, in one transaction, which a failure rolls back
 // whole: from version 1 memstack_stat is created and filled from the
 // messages (one pass over the index: about a second per million
 // messages); from version 1 or 2 the column is added (no row is
 // rewritten) and the two indexes built (one pass over the table, which
 // puts into them only the system messages — and no key: the file has
-// none yet); then the version is set to 3. Meanwhile other processes wait
-// for the write lock as for any write (New waits up to 30 s, Open as long
-// as its ctx allows). A file of version 3 opens without DDL. A build of an
+// none yet); the recall index's tables are created; then the version is
+// set to 4. Meanwhile other processes wait for the write lock as for any
+// write (New waits up to 30 s, Open as long as its ctx allows). A file of
+// version 4 opens without DDL. A build of an
 // older version refuses the migrated file; stop processes of an older
 // build before a newer one opens the file, since one that already has it
 // open would go on writing without counting or keys.
