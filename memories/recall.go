@@ -345,6 +345,9 @@ type Recall struct {
 	timeout       time.Duration
 	hook          func(RecallEvent)
 	ctxWeight     float64
+	// searcher is the store's own index, searched instead of idx (see
+	// "The index in the database").
+	searcher store.RecallSearcher
 	unit          RecallUnit
 	share         float64
 	dates         bool
@@ -650,6 +653,9 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 			return nil, err
 		}
 		m.idx = lex
+		// The default index over a store that keeps it beside its
+		// messages: the store's, which ranks the same.
+		m.searcher, _ = m.cfg.store.(store.RecallSearcher)
 	}
 	r := m.idx.Range()
 	m.threshold = r.Min
@@ -693,6 +699,8 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 			_, err := m.appendQuiet(ctx, id, msgs...)
 			return err
 		},
+		Searcher: m.searcher,
+		Near:     [2]float64{m.ctxWeight, m.ctxWeight / 2},
 	})
 	return m, nil
 }

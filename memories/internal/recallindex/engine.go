@@ -93,6 +93,13 @@ type Config struct {
 	// the save key in ctx, at its time), without reporting them: the
 	// journal's entries.
 	Append func(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error
+	// Searcher, if not nil, is the store's own lexical index, which ranks
+	// as Index (a retrieval.BM25 with neighbour weights Near and
+	// retrieval.Tokenize) does: once it answers, loads search it and
+	// saves index nothing in process (see storeindex.go).
+	Searcher store.RecallSearcher
+	// Near are the neighbour weights the Searcher ranks with.
+	Near [2]float64
 }
 
 // Engine keeps Config.Index in step with Config.Store. It is safe for
@@ -111,6 +118,10 @@ type Engine struct {
 	// conversation over a store.ChangeFeed that follows scopes of its
 	// kind (nil otherwise: the scope's journal tells what changed).
 	feed     store.ChangeFeed
+	// searcher is Config.Searcher; storeOn, that it has answered (its
+	// index is complete).
+	searcher store.RecallSearcher
+	storeOn  atomic.Bool
 	entries  *worker.Registry[identity, recallEntry]
 	scopes   *worker.Registry[string, recallScopeEntry]
 	journalN atomic.Int64 // journal entries written, to trim now and then
@@ -118,7 +129,7 @@ type Engine struct {
 
 // New returns an Engine for c.
 func New(c Config) *Engine {
-	x := &Engine{cfg: c}
+	x := &Engine{cfg: c, searcher: c.Searcher}
 	x.durable, _ = c.Index.(retrieval.Durable)
 	_, x.inProcess = c.Index.(*retrieval.BM25)
 	_, x.memStore = c.Store.(*store.InMemory)
@@ -308,6 +319,11 @@ func (x *Engine) loadStats(ctx context.Context, id identity) (cur, journal *stor
 // the store, a permanent index failure; transient index failures are
 // reported and the load goes on with what is indexed.
 func (x *Engine) Load(ctx context.Context, id memstack.Identity, q Query) (View, error) {
+	if x.searcher != nil {
+		if v, ok, err := x.loadFromStore(ctx, id, q); ok {
+			return v, err
+		}
+	}
 	e := x.acquire(id)
 	defer x.release(e)
 	// The entry stays locked while its units are read and synced (a

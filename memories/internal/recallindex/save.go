@@ -22,6 +22,9 @@ import (
 // and retried later (nil is returned); a permanent one is returned,
 // wrapped.
 func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled bool) error {
+	if on, _ := x.storeSearching(ctx, id); on {
+		return nil // the store indexed the save in its transaction
+	}
 	e := x.acquire(id)
 	defer x.release(e)
 	if journaled {

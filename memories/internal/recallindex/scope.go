@@ -113,7 +113,7 @@ func (x *Engine) scoped() bool { return x.cfg.Scope != ScopeConversation }
 
 // journals reports whether saves record themselves in the scope's journal:
 // a scope wider than the conversation over a store without a change feed.
-func (x *Engine) journals() bool { return x.scoped() && x.feed == nil }
+func (x *Engine) journals() bool { return x.scoped() && x.feed == nil && x.searcher == nil }
 
 // ns is the index scope (retrieval's namespace) id's units are kept under:
 // the conversation's Key, or the user's or tenant's key prefix, marked.
@@ -853,6 +853,15 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		})
 	}
 	u.omu.Unlock()
+	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, unknown, true)
+}
+
+// viewOf builds a scoped load's View from its hits (Seq: a doc number),
+// each doc's unit (owners) and the dated docs: the units around them,
+// read from the store for the other conversations. unknown counts hits
+// of docs with no unit; remove, whether units found gone are taken out
+// of the in-process index (not when the store searched its own).
+func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, hits []retrieval.Hit, owners map[int64]recallOwner, dated []int64, unknown int, remove bool) (v View, crowded bool, err error) {
 	// The units by conversation (a doc ID the entry does not know any
 	// more was removed meanwhile): the other conversations oldest first
 	// (by their oldest unit), the current one last.
@@ -949,7 +958,7 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 	}
 	slices.Sort(v.Dated)
 	v.Dated = slices.Compact(v.Dated) // a doc the day index holds twice
-	if len(gone) > 0 {
+	if len(gone) > 0 && remove {
 		// Units no longer stored (cleared here or in another replica):
 		// out of the index, so they take no hit's place again. Their
 		// Seqs are never reused, so the removal may end later: from a

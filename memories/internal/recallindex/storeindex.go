@@ -1,0 +1,199 @@
+package recallindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
+)
+
+// The store's own index (Config.Searcher): a store.RecallSearcher keeps
+// the lexical index beside its messages, written in each append's
+// transaction, so an Engine over it indexes nothing in process: a save
+// only stores, and a load asks the store, which every replica shares —
+// a process's first load of a user costs a search of the database, not a
+// read of the user's history. The current conversation's units are
+// still read (incrementally, as for the in-process index) for the recent
+// window and the view; another conversation's only when it has hits.
+//
+// Until the store has answered once (a migrated database may still be
+// indexing its older messages: store.ErrRecallNotReady) the Engine works
+// as over any store, with its in-process index; from the first answer on
+// (completeness never goes back) it searches the store.
+
+// storeSearching reports whether loads search the store's index and
+// saves index nothing, asking the store the first time (an empty search,
+// which reads no index) whether its index is complete.
+func (x *Engine) storeSearching(ctx context.Context, id identity) (bool, error) {
+	if x.searcher == nil {
+		return false, nil
+	}
+	if x.storeOn.Load() {
+		return true, nil
+	}
+	if _, err := x.searchStore(ctx, id, "", 1); errors.Is(err, store.ErrRecallNotReady) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	x.storeOn.Store(true)
+	return true, nil
+}
+
+// searchStore asks the store for the k best units of id's scope (its
+// conversation, user or tenant) for query, with the timeout, reported as
+// a search.
+func (x *Engine) searchStore(ctx context.Context, id identity, query string, k int) ([]store.RecallHit, error) {
+	in := store.RecallScope{Scope: x.storeScope(id)}
+	if !x.scoped() {
+		in.Conversation = &id
+	}
+	kind := indexkit.Exchanges
+	if x.cfg.Turns {
+		kind = indexkit.Turns
+	}
+	ictx, cancel := x.indexCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	hits, err := x.searcher.SearchRecall(ictx, in, indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: kind, Near: x.cfg.Near, K: k})
+	if errors.Is(err, store.ErrRecallNotReady) {
+		return nil, err // not a failure: the caller searches in process
+	}
+	if query != "" {
+		x.report(id, OpSearch, len(hits), time.Since(start), err)
+	}
+	return hits, err
+}
+
+// loadFromStore is Load over the store's index; ok is false when the
+// store's index is not complete yet (the caller loads as over any store).
+func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (v View, ok bool, err error) {
+	if on, err := x.storeSearching(ctx, id); err != nil {
+		return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
+	} else if !on {
+		return View{}, false, nil
+	}
+	e := x.acquire(id)
+	defer x.release(e)
+	e.mu.Lock()
+	if _, err := x.refreshExchanges(ctx, id, e, nil); err != nil {
+		e.mu.Unlock()
+		if cerr := ctx.Err(); cerr != nil {
+			return View{}, true, fmt.Errorf("memstack: %w", cerr)
+		}
+		if errors.As(err, new(recallResetError)) {
+			return View{}, true, nil
+		}
+		return View{}, true, err
+	}
+	e.ready, e.seen = true, e.exsStat.LastSeq // nothing to index here
+	exs := e.exs
+	first := firstRecent(exs, q.Exclude)
+	var days []int // the current conversation's units of q's date
+	if q.Date != nil {
+		e.indexDays()
+		e.days.each(*q.Date, func(seq int64) {
+			if i, ok := unitAt(exs, seq); ok && q.Date.Matches(exs[i].at) {
+				days = append(days, i)
+			}
+		})
+		slices.Sort(days)
+		days = slices.Compact(days)
+	}
+	e.mu.Unlock()
+	if !x.scoped() {
+		v, err := x.storeConversationView(ctx, id, exs, first, q, days)
+		return v, true, err
+	}
+	ask := q.Want + len(exs) - first
+	for {
+		v, crowded, err := x.storeScopedView(ctx, id, exs, first, q, ask, days)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return View{}, true, fmt.Errorf("memstack: %w", cerr)
+			}
+			return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
+		}
+		if !crowded || ask >= maxSearch {
+			return v, true, nil
+		}
+		ask = min(4*ask, maxSearch)
+	}
+}
+
+// storeConversationView is a conversation's View from the store's hits.
+func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []Unit, first int, q Query, days []int) (View, error) {
+	v := View{Units: exs, first: first, cur: id, Dated: days}
+	if first == 0 {
+		return View{}, nil // every unit is a recent one
+	}
+	if strings.TrimSpace(q.Text) == "" {
+		return v, nil
+	}
+	// A unit saved after the units were read (by any replica) is not
+	// among them: ask again for more while such hits crowd out those
+	// wanted.
+	want := min(len(exs), q.Want+len(exs)-first)
+	for ask := want; ; ask *= 4 {
+		hits, err := x.searchStore(ctx, id, q.Text, ask)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return View{}, fmt.Errorf("memstack: %w", cerr)
+			}
+			return View{}, fmt.Errorf("memstack: recall search: %w", err)
+		}
+		v.Hits, v.Top = v.Hits[:0], 0
+		if len(hits) > 0 {
+			v.Top = hits[0].Score
+		}
+		for _, h := range hits {
+			if i, ok := unitAt(exs, h.Seq); ok {
+				v.Hits = append(v.Hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
+			}
+		}
+		if len(hits) < ask || ask >= maxSearch || len(v.Hits) >= want {
+			return v, nil
+		}
+	}
+}
+
+// storeScopedView is scopedView over the store's hits: each hit names its
+// conversation and unit, so no in-process bookkeeping is needed. Dated
+// units are the current conversation's (days).
+func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, days []int) (View, bool, error) {
+	var found []store.RecallHit
+	if strings.TrimSpace(q.Text) != "" {
+		var err error
+		if found, err = x.searchStore(ctx, id, q.Text, ask); err != nil {
+			return View{}, false, err
+		}
+	}
+	hits := make([]retrieval.Hit, len(found))
+	owners := make(map[int64]recallOwner, len(found)+len(days))
+	convs := map[identity]*scopeConv{}
+	conv := func(cid identity) *scopeConv {
+		c := convs[cid]
+		if c == nil {
+			c = &scopeConv{id: cid}
+			convs[cid] = c
+		}
+		return c
+	}
+	for i, h := range found {
+		hits[i] = retrieval.Hit{Seq: int64(i), Score: h.Score}
+		owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq}
+	}
+	dated := make([]int64, len(days))
+	for j, i := range days {
+		doc := -int64(j) - 1
+		owners[doc] = recallOwner{conv: conv(id), seq: cur[i].seq, at: cur[i].at}
+		dated[j] = doc
+	}
+	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, 0, false)
+}
