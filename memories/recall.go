@@ -347,11 +347,11 @@ type Recall struct {
 	ctxWeight     float64
 	// searcher is the store's own index, searched instead of idx (see
 	// "The index in the database").
-	searcher store.RecallSearcher
-	unit          RecallUnit
-	share         float64
-	dates         bool
-	queryDates    bool
+	searcher   store.RecallSearcher
+	unit       RecallUnit
+	share      float64
+	dates      bool
+	queryDates bool
 	// scope is whose conversations a load searches.
 	scope RecallScope
 

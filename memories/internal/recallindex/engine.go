@@ -117,7 +117,7 @@ type Engine struct {
 	// feed: the store's change feed, for a scope wider than the
 	// conversation over a store.ChangeFeed that follows scopes of its
 	// kind (nil otherwise: the scope's journal tells what changed).
-	feed     store.ChangeFeed
+	feed store.ChangeFeed
 	// searcher is Config.Searcher; storeOn, that it has answered (its
 	// index is complete).
 	searcher store.RecallSearcher
