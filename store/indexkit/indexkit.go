@@ -47,7 +47,9 @@ package indexkit
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -120,6 +122,9 @@ func Prepare(msgs []llms.ChatMessage) []Message {
 			text = m.GetContent()
 		}
 		terms := lexical.Tokenize(text)
+		for j, t := range terms {
+			terms[j] = termKey(t)
+		}
 		out[i].Len = int32(len(terms))
 		if len(terms) == 0 {
 			continue
@@ -137,10 +142,28 @@ func Prepare(msgs []llms.ChatMessage) []Message {
 	return out
 }
 
+// maxTermKey is the longest term stored as it is; a longer one (a run of
+// letters and digits of more than 128 bytes: a hash, a base64 blob) is
+// stored as "#" and its SHA-256, which no term of Tokenize starts with, so
+// a row key stays small and the ranking unchanged (the same term, the same
+// key).
+const maxTermKey = 128
+
+func termKey(t string) string {
+	if len(t) <= maxTermKey {
+		return t
+	}
+	h := sha256.Sum256([]byte(t))
+	return "#" + hex.EncodeToString(h[:])
+}
+
 // QueryTerms returns the distinct terms of a query, sorted: what Search
 // takes.
 func QueryTerms(text string) []string {
 	terms := lexical.Tokenize(text)
+	for j, t := range terms {
+		terms[j] = termKey(t)
+	}
 	slices.Sort(terms)
 	return slices.Compact(terms)
 }
@@ -376,6 +399,9 @@ func Rebuild(units []byte, msgs int64) (Conv, error) {
 			continue
 		}
 		lo, hi := es[0].ords[k], es[len(es)-1].ords[k]
+		if lo < 1 || hi < lo || int64(hi)-int64(lo) >= int64(len(es)) {
+			return Conv{}, fmt.Errorf("indexkit: unit entries with ordinals %d to %d for %d messages", lo, hi, len(es))
+		}
 		lens := make([]int64, int(hi-lo)+1)
 		for _, e := range es {
 			if o := e.ords[k]; o >= lo && o <= hi {
@@ -442,8 +468,10 @@ func (c *Conv) UnmarshalBinary(b []byte) error {
 				return err
 			}
 		}
-		if v[0] < math.MinInt32 || v[0] > math.MaxInt32 || v[1] < math.MinInt32 || v[1] > math.MaxInt32 {
-			return fmt.Errorf("indexkit: a conversation state with ordinals out of range")
+		// Ordinals start at 1 and a conversation has at most a unit a
+		// message; lengths and sums are counts.
+		if v[0] < 1 || v[1] > math.MaxInt32 || v[0] > v[1]+1 || v[1]-v[0]+1 > x.Msgs || slices.ContainsFunc(v[2:], func(n int64) bool { return n < 0 }) {
+			return fmt.Errorf("indexkit: a conversation state with ordinals [%d, %d] for %d messages, or a negative sum", v[0], v[1], x.Msgs)
 		}
 		x.K[k] = KindState{Lo: int32(v[0]), Hi: int32(v[1]), Len1: v[2], Len2: v[3], P0: v[4], P1: v[5], P2: v[6]}
 	}

@@ -335,7 +335,7 @@ func TestAddKeepsTheStateRebuildComputes(t *testing.T) {
 func TestConvMarshalRoundTrip(t *testing.T) {
 	c := indexkit.NewConv()
 	c.Msgs = 1 << 40
-	c.K[0] = indexkit.KindState{Lo: 3, Hi: math.MaxInt32, Len1: 5, Len2: 6, P0: 7, P1: -8, P2: 1 << 50}
+	c.K[0] = indexkit.KindState{Lo: 3, Hi: math.MaxInt32, Len1: 5, Len2: 6, P0: 7, P1: 8, P2: 1 << 50}
 	b, err := c.MarshalBinary()
 	require.NoError(t, err)
 	var got indexkit.Conv
@@ -344,6 +344,51 @@ func TestConvMarshalRoundTrip(t *testing.T) {
 	for _, bad := range [][]byte{nil, {9}, b[:len(b)-1], append(slices.Clone(b), 0)} {
 		assert.Error(t, got.UnmarshalBinary(bad), "%x", bad)
 	}
+	// States no Add makes: refused, so a corrupt row allocates nothing
+	// big and panics nowhere.
+	for _, k := range []indexkit.KindState{
+		{Lo: 0, Hi: 5},                         // ordinals start at 1
+		{Lo: math.MinInt32, Hi: math.MaxInt32}, // a span of 2³² units
+		{Lo: 7, Hi: 5},                         // Lo beyond Hi+1
+		{Lo: 1, Hi: 10, P1: -1},                // a negative sum
+	} {
+		c := indexkit.NewConv()
+		c.Msgs = 10
+		c.K[1] = k
+		b, err := c.MarshalBinary()
+		require.NoError(t, err)
+		assert.Error(t, got.UnmarshalBinary(b), "%+v", k)
+	}
+	c = indexkit.NewConv()
+	c.Msgs = 3
+	c.K[0] = indexkit.KindState{Lo: 1, Hi: 4}
+	b, err = c.MarshalBinary()
+	require.NoError(t, err)
+	assert.Error(t, got.UnmarshalBinary(b), "4 units of 3 messages")
+}
+
+// TestCorruptRowsAreErrors: unit entries whose ordinals no Add writes
+// are an error of Rebuild and of Search, never a panic or a huge
+// allocation; a query term given twice counts once.
+func TestCorruptRowsAreErrors(t *testing.T) {
+	r := newRows()
+	r.add(t, []int64{1, 2, 3}, []llms.ChatMessage{llms.HumanChatMessage{Content: "apple"}, llms.HumanChatMessage{Content: "banana"}, llms.HumanChatMessage{Content: "apple pie"}})
+	units := r.allUnits()
+	// Swap the first and last entries: ordinals fall as Seqs rise.
+	bad := slices.Clone(units)
+	copy(bad[8:12], units[len(units)-12:len(units)-8])
+	copy(bad[len(bad)-12:len(bad)-8], units[8:12])
+	_, err := indexkit.Rebuild(bad, 3)
+	assert.Error(t, err)
+	d := r.data("c", []string{"appl"})
+	d.Units = d.Units[:20] // one entry for a state of three units
+	_, err = indexkit.Search(indexkit.Query{Terms: []string{"appl"}, K: 2}, []indexkit.ConvData{d})
+	assert.ErrorContains(t, err, "3 units in its state, 1 unit entries")
+	once, err := indexkit.Search(indexkit.Query{Terms: []string{"appl"}, K: 2}, []indexkit.ConvData{r.data("c", []string{"appl"})})
+	require.NoError(t, err)
+	twice, err := indexkit.Search(indexkit.Query{Terms: []string{"appl", "appl"}, K: 2}, []indexkit.ConvData{r.data("c", []string{"appl", "appl"})})
+	require.NoError(t, err)
+	assert.Equal(t, once, twice)
 }
 
 func TestBM25ParametersAgree(t *testing.T) {

@@ -69,6 +69,11 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 	if q.K < 1 || len(q.Terms) == 0 {
 		return nil, nil
 	}
+	if !slices.IsSorted(q.Terms) || len(slices.Compact(slices.Clone(q.Terms))) != len(q.Terms) {
+		// A term given twice counts once, as retrieval.BM25 counts it
+		// (Postings stay aligned with the terms as given: merged here).
+		return searchDistinct(q, convs)
+	}
 	// The scope's unit count and mean length with neighbours.
 	var live, total float64
 	for _, c := range convs {
@@ -99,14 +104,13 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 	}
 	nt := len(q.Terms)
 	df := make([]float64, nt)
-	slab := 0
-	for _, c := range convs {
-		if c.HasPostings() {
-			slab += int(c.State.Units(q.Kind))
-		}
-	}
-	lensSlab, firstSlab := make([]float64, 0, slab), make([]int64, 0, slab)
-	ownSlab, reachSlab := make([]float64, 0, slab*nt), make([]bool, 0, slab)
+	// The slabs grow to the spans of the conversations read (a span is
+	// checked against the entries read: a corrupt state allocates
+	// nothing big).
+	var lensSlab []float64
+	var firstSlab []int64
+	var ownSlab []float64
+	var reachSlab []bool
 	termReach := make([]bool, 0, 64)
 	var preps []prepared
 	var ps []posting
@@ -121,12 +125,15 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("conversation %q: %w", c.ID, err)
 		}
-		span := int(s.Hi-s.Lo) + 1
+		span := int(int64(s.Hi)-int64(s.Lo)) + 1
+		if span > len(units) {
+			return nil, fmt.Errorf("indexkit: conversation %q: %d units in its state, %d unit entries", c.ID, span, len(units))
+		}
 		n := len(lensSlab)
-		lensSlab, firstSlab = lensSlab[:n+span], firstSlab[:n+span]
-		reachSlab = reachSlab[:n+span]
+		lensSlab, firstSlab = slices.Grow(lensSlab, span)[:n+span], slices.Grow(firstSlab, span)[:n+span]
+		reachSlab = slices.Grow(reachSlab, span)[:n+span]
 		o0 := len(ownSlab)
-		ownSlab = ownSlab[:o0+span*nt]
+		ownSlab = slices.Grow(ownSlab, span*nt)[:o0+span*nt]
 		p := prepared{id: c.ID, lens: lensSlab[n : n+span], first: firstSlab[n : n+span], own: ownSlab[o0 : o0+span*nt], reach: reachSlab[n : n+span], active: make([]bool, nt)}
 		for _, e := range units {
 			o := e.ords[q.Kind]
@@ -298,4 +305,28 @@ func (h *hitHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// searchDistinct is Search for a query whose terms are not distinct and
+// sorted: each conversation's postings of a term given twice are read
+// once.
+func searchDistinct(q Query, convs []ConvData) ([]Hit, error) {
+	terms := slices.Clone(q.Terms)
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	out := make([]ConvData, len(convs))
+	for i, c := range convs {
+		out[i] = c
+		out[i].Postings = make([][]byte, len(terms))
+		for j, t := range q.Terms {
+			if j < len(c.Postings) {
+				k, _ := slices.BinarySearch(terms, t)
+				if out[i].Postings[k] == nil {
+					out[i].Postings[k] = c.Postings[j]
+				}
+			}
+		}
+	}
+	q.Terms = terms
+	return Search(q, out)
 }

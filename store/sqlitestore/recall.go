@@ -58,6 +58,10 @@ var recallSchema = []string{
 // deletes of Clear, Forget and ForgetScope.
 var recallTables = []string{"memstack_recall_conv", "memstack_recall_units", "memstack_recall_terms"}
 
+// errCorruptIndex wraps store.ErrCorrupt for an index row that does not
+// decode (not a message: the index is rebuilt from the messages).
+var errCorruptIndex = fmt.Errorf("%w (an index row, not a message)", store.ErrCorrupt)
+
 // pendingIndex is what one group commit appends to one identity, for
 // the index.
 type pendingIndex struct {
@@ -72,6 +76,13 @@ type pendingIndex struct {
 // indexes it whole, so it is left alone here.
 func indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) error {
 	st, ok, err := readConv(ctx, tx, ns, p.key)
+	if errors.Is(err, store.ErrCorrupt) {
+		// The index is derived from the messages: a state that does not
+		// decode (a row changed behind the store's back) is rebuilt from
+		// them, the new ones included, never an append's failure.
+		_, err := reindex(ctx, tx, ns, p.key)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -107,7 +118,7 @@ func readConv(ctx context.Context, tx *sql.Tx, ns, key string) (indexkit.Conv, b
 	}
 	var c indexkit.Conv
 	if err := c.UnmarshalBinary(data); err != nil {
-		return indexkit.Conv{}, false, fmt.Errorf("%w: recall index: the state of %s: %w", store.ErrCorrupt, key, err)
+		return indexkit.Conv{}, false, fmt.Errorf("%w: recall index: the state of %s: %w", errCorruptIndex, key, err)
 	}
 	return c, true, nil
 }
@@ -176,6 +187,18 @@ func deleteIndex(ctx context.Context, tx *sql.Tx, ns, key string) error {
 // they share with later messages filtered, and the state recomputed from
 // the entries left (O(the conversation's unit entries)).
 func trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
+	err := trimIndexRows(ctx, tx, ns, key, through)
+	if errors.Is(err, store.ErrCorrupt) {
+		// Rows that do not decode: the conversation's index is rebuilt
+		// from the messages left (the removal already happened in tx).
+		_, err = reindex(ctx, tx, ns, key)
+	}
+	return err
+}
+
+// trimIndexRows is trimIndex over rows that decode; a row that does not is
+// an error wrapping store.ErrCorrupt.
+func trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
 	st, ok, err := readConv(ctx, tx, ns, key)
 	if err != nil || !ok {
 		return err
@@ -205,7 +228,7 @@ func trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) e
 	for _, c := range chunks {
 		kept, err := indexkit.DropThrough(c.data, false, through)
 		if err != nil {
-			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", store.ErrCorrupt, key, c.chunk, err)
+			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", errCorruptIndex, key, c.chunk, err)
 		}
 		all = append(all, kept...)
 		if len(kept) == len(c.data) {
@@ -217,7 +240,7 @@ func trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) e
 	}
 	st, err = indexkit.Rebuild(all, st.Msgs)
 	if err != nil {
-		return fmt.Errorf("%w: recall index of %s: %w", store.ErrCorrupt, key, err)
+		return fmt.Errorf("%w: recall index of %s: %w", errCorruptIndex, key, err)
 	}
 	return writeConv(ctx, tx, ns, key, st)
 }
@@ -263,7 +286,7 @@ func trimChunk(ctx context.Context, tx *sql.Tx, ns, key string, chunk int64, kep
 	for _, t := range terms {
 		left, err := indexkit.DropThrough(t.data, true, through)
 		if err != nil {
-			return fmt.Errorf("%w: recall index of %s, term %q: %w", store.ErrCorrupt, key, t.term, err)
+			return fmt.Errorf("%w: recall index of %s, term %q: %w", errCorruptIndex, key, t.term, err)
 		}
 		var q string
 		args := []any{ns, t.term, key, chunk}
@@ -348,11 +371,16 @@ var afterBackfillTx func()
 // or a transaction fails; the next Open of the file (by any process)
 // starts again where the rows written show it stopped.
 func (s *Store) backfill(ctx context.Context) error {
-	var after [2]string // the last (ns, identity) looked at
+	var after [2]string // the last (ns, identity) looked at, committed
 	for {
-		done := false
+		// The body may run again (write retries a busy transaction): it
+		// starts from after each time, and after moves only once the
+		// transaction committed.
+		var done bool
+		var next [2]string
 		err := s.write(ctx, func(tx *sql.Tx) error {
 			n := 0
+			done = false
 			cursor := after
 			for n < backfillBatch {
 				rows, err := tx.QueryContext(ctx, `SELECT s.ns, s.identity, c.ns IS NOT NULL FROM memstack_stat s
@@ -403,12 +431,13 @@ func (s *Store) backfill(ctx context.Context) error {
 					break
 				}
 			}
-			after = cursor
+			next = cursor
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("sqlitestore: indexing %s for recall: %w", s.path, err)
 		}
+		after = next
 		if afterBackfillTx != nil {
 			afterBackfillTx()
 		}
@@ -433,7 +462,10 @@ func (s *Store) startBackfill() {
 	s.stopBackfill = func() { cancel(); <-done }
 	go func() {
 		defer close(done)
-		_ = s.backfill(ctx) // retried by the next Open
+		if err := s.backfill(ctx); err != nil && ctx.Err() == nil {
+			// Retried by the next Open; SearchRecall names it meanwhile.
+			s.backfillErr.Store(&err)
+		}
 	}()
 }
 
@@ -484,6 +516,9 @@ func (s *Store) SearchRecall(ctx context.Context, in store.RecallScope, q indexk
 		return nil, s.failed(ctx, what, err)
 	}
 	if !ok {
+		if e := s.backfillErr.Load(); e != nil {
+			return nil, fmt.Errorf("sqlitestore: %s: %w (indexing the older messages stopped: %v; the next Open goes on)", what, store.ErrRecallNotReady, *e)
+		}
 		return nil, fmt.Errorf("sqlitestore: %s: %w", what, store.ErrRecallNotReady)
 	}
 	if len(q.Terms) == 0 {
@@ -503,7 +538,9 @@ func (s *Store) SearchRecall(ctx context.Context, in store.RecallScope, q indexk
 }
 
 func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Query) ([]store.RecallHit, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	// A read-only transaction: one snapshot, and never the write lock
+	// (New's database may BEGIN IMMEDIATE by default).
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +561,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 		d := &indexkit.ConvData{ID: key, Postings: make([][]byte, len(q.Terms))}
 		if err := d.State.UnmarshalBinary(data); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("%w: recall index: the state of %s: %w", store.ErrCorrupt, key, err)
+			return nil, fmt.Errorf("%w: recall index: the state of %s: %w", errCorruptIndex, key, err)
 		}
 		convs[key] = d
 		order = append(order, key)
@@ -578,7 +615,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 		}
 		return rows.Err()
 	}
-	if len(need) > 16 {
+	if len(need) > 16 && 2*len(need) > len(order) {
 		// Most of the scope: one range.
 		rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
 			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi)
@@ -606,7 +643,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	}
 	found, err := indexkit.Search(q, data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: recall index: %w", store.ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: recall index: %w", errCorruptIndex, err)
 	}
 	hits := make([]store.RecallHit, len(found))
 	for i, h := range found {

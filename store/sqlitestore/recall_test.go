@@ -2,9 +2,11 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,4 +141,96 @@ func TestRecallBackfillResumes(t *testing.T) {
 	s = open(t, path)
 	waitReady(t, s)
 	assert.Equal(t, searchAll(t, s, users, append(convs, extra)), got)
+}
+
+// TestRecallCorruptIndexRowsAreRebuilt: an index row changed behind the
+// store's back (a state or a unit chunk that does not decode) fails no
+// write — not an Append to another conversation in the same group commit,
+// not an Append or a RemovePrefix of its own conversation — and is
+// rebuilt from the messages: the search then finds what the same file
+// indexed afresh finds.
+func TestRecallCorruptIndexRowsAreRebuilt(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "corrupt.db")
+	s := open(t, path)
+	x := memstack.Identity{Tenant: "t", User: "u", Conversation: "x"}
+	y := memstack.Identity{Tenant: "t", User: "v", Conversation: "y"}
+	for i := range 10 {
+		require.NoError(t, s.Append(ctx, x, llms.HumanChatMessage{Content: fmt.Sprint("invoice ", i)}, llms.AIChatMessage{Content: "refund paris"}))
+	}
+	db := rawDB(t, path)
+	_, err := db.Exec(`UPDATE memstack_recall_conv SET state = X'02' WHERE identity = ?`, x.Key())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 20 {
+		wg.Go(func() { errs <- s.Append(ctx, y, llms.HumanChatMessage{Content: fmt.Sprint("memo ", i)}) })
+		wg.Go(func() { errs <- s.Append(ctx, x, llms.HumanChatMessage{Content: fmt.Sprint("invoice again ", i)}) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	search := func(s *sqlitestore.Store) []store.RecallHit {
+		t.Helper()
+		var out []store.RecallHit
+		for _, in := range []store.RecallScope{{Conversation: &x}, {Scope: store.TenantScope("t")}} {
+			hits, err := s.SearchRecall(ctx, in, indexkit.Query{Terms: indexkit.QueryTerms("invoice paris memo"), Near: [2]float64{0.5, 0.25}, K: 100})
+			require.NoError(t, err)
+			out = append(out, hits...)
+		}
+		return out
+	}
+	afresh := func() []store.RecallHit {
+		t.Helper()
+		require.NoError(t, s.Close())
+		makeV3(t, path)
+		s = open(t, path)
+		waitReady(t, s)
+		return search(s)
+	}
+	got := search(s)
+	require.Len(t, got, 40+40+20, "x's 40 turns, and y's 20 in the tenant's scope")
+	assert.Equal(t, afresh(), got)
+
+	// A unit chunk that does not decode: RemovePrefix rebuilds.
+	db = rawDB(t, path)
+	_, err = db.Exec(`UPDATE memstack_recall_units SET data = X'0102' WHERE identity = ?`, x.Key())
+	require.NoError(t, err)
+	recs, err := s.All(ctx, x)
+	require.NoError(t, err)
+	n, err := s.RemovePrefix(ctx, x, recs[9].Seq)
+	require.NoError(t, err)
+	require.Equal(t, 10, n)
+	got = search(s)
+	require.Len(t, got, 30+30+20)
+	assert.Equal(t, afresh(), got)
+}
+
+// TestRecallSearchNeverTakesTheWriteLock: over a database whose
+// transactions BEGIN IMMEDIATE by default (New's caller chooses), a
+// search reads while another connection holds the write lock.
+func TestRecallSearchNeverTakesTheWriteLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "immediate.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(2000)&_txlock=immediate")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := sqlitestore.New(db)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	id := memstack.Identity{Tenant: "t", User: "u", Conversation: "c"}
+	require.NoError(t, s.Append(ctx, id, llms.HumanChatMessage{Content: "invoice"}))
+	holder := rawDB(t, path)
+	tx, err := holder.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.Exec(`DELETE FROM memstack_schema WHERE 0`) // takes the write lock
+	require.NoError(t, err)
+	defer tx.Rollback() //nolint:errcheck
+	start := time.Now()
+	hits, err := s.SearchRecall(ctx, store.RecallScope{Conversation: &id}, indexkit.Query{Terms: indexkit.QueryTerms("invoice"), K: 1})
+	require.NoError(t, err)
+	assert.Len(t, hits, 1)
+	assert.Less(t, time.Since(start), time.Second, "the search waited for the write lock")
 }

@@ -293,6 +293,7 @@ type Store struct {
 	// stopBackfill stops a background backfill and waits for it.
 	recallReady  atomic.Bool
 	stopBackfill func()
+	backfillErr  atomic.Pointer[error] // why the background backfill stopped
 
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
