@@ -289,7 +289,7 @@ func (s *Store) commitQueued(ctx context.Context) {
 		// The index, before the counts: a conversation it has no state
 		// for is new if it had no messages before this commit.
 		for _, pi := range pending {
-			if err := indexAppended(tctx, tx, s.ns, pi); err != nil {
+			if err := s.indexAppended(tctx, tx, s.ns, pi); err != nil {
 				return err
 			}
 		}

@@ -142,7 +142,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 		if n, err = res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		if err := trimIndex(ctx, tx, s.ns, key, through); err != nil {
+		if err := s.trimIndex(ctx, tx, s.ns, key, through); err != nil {
 			return err
 		}
 		return restat(ctx, tx, s.ns, key, -n)

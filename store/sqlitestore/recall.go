@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/tmc/langchaingo/llms"
 
@@ -74,13 +73,13 @@ type pendingIndex struct {
 // conversation with no index state that had messages before (count, read
 // before this commit's are counted) predates the index: the backfill
 // indexes it whole, so it is left alone here.
-func indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) error {
+func (s *Store) indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) error {
 	st, ok, err := readConv(ctx, tx, ns, p.key)
 	if errors.Is(err, store.ErrCorrupt) {
 		// The index is derived from the messages: a state that does not
 		// decode (a row changed behind the store's back) is rebuilt from
 		// them, the new ones included, never an append's failure.
-		_, err := reindex(ctx, tx, ns, p.key)
+		_, err := s.reindex(ctx, tx, ns, p.key)
 		return err
 	}
 	if err != nil {
@@ -101,7 +100,7 @@ func indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) e
 	if err != nil {
 		return fmt.Errorf("recall index: %w", err)
 	}
-	if err := writeRows(ctx, tx, ns, p.key, w); err != nil {
+	if err := s.writeRows(ctx, tx, ns, p.key, w); err != nil {
 		return err
 	}
 	return writeConv(ctx, tx, ns, p.key, st)
@@ -131,45 +130,33 @@ func writeConv(ctx context.Context, tx *sql.Tx, ns, key string, c indexkit.Conv)
 	return nil
 }
 
-// maxUpsertRows bounds the rows of one multi-row upsert (5 parameters a
-// row, far below SQLite's limit).
-const maxUpsertRows = 200
+// Upserts of one chunk row: appended to the row's value (SQL's ||), one
+// row a statement — a statement of several rows would need SQLite's
+// statement journal, a temporary file written on every append.
+const (
+	upsertUnitsSQL = `INSERT INTO memstack_recall_units (ns, identity, chunk, data) VALUES (?, ?, ?, ?)
+		ON CONFLICT (ns, identity, chunk) DO UPDATE SET data = data || excluded.data`
+	upsertTermsSQL = `INSERT INTO memstack_recall_terms (ns, term, identity, chunk, data) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (ns, term, identity, chunk) DO UPDATE SET data = data || excluded.data`
+)
 
-// writeRows appends w's entries to their chunk rows: one multi-row upsert
-// per table (per maxUpsertRows rows), each appending to a row's value.
-func writeRows(ctx context.Context, tx *sql.Tx, ns, key string, w indexkit.Writes) error {
-	for i := 0; i < len(w.Units); i += maxUpsertRows {
-		part := w.Units[i:min(len(w.Units), i+maxUpsertRows)]
-		args := make([]any, 0, 4*len(part))
-		for _, u := range part {
-			args = append(args, ns, key, u.Chunk, u.Data)
-		}
-		q := `INSERT INTO memstack_recall_units (ns, identity, chunk, data) VALUES ` + tuples(len(part), 4) +
-			` ON CONFLICT (ns, identity, chunk) DO UPDATE SET data = data || excluded.data`
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+// writeRows appends w's entries to their chunk rows.
+func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, ns, key string, w indexkit.Writes) error {
+	units := tx.StmtContext(ctx, s.stmtUpUnits)
+	for _, u := range w.Units {
+		if _, err := units.ExecContext(ctx, ns, key, u.Chunk, u.Data); err != nil {
 			return fmt.Errorf("recall index: writing unit entries: %w", err)
 		}
 	}
-	for i := 0; i < len(w.Terms); i += maxUpsertRows {
-		part := w.Terms[i:min(len(w.Terms), i+maxUpsertRows)]
-		args := make([]any, 0, 5*len(part))
-		for _, t := range part {
-			args = append(args, ns, t.Term, key, t.Chunk, t.Data)
-		}
-		q := `INSERT INTO memstack_recall_terms (ns, term, identity, chunk, data) VALUES ` + tuples(len(part), 5) +
-			` ON CONFLICT (ns, term, identity, chunk) DO UPDATE SET data = data || excluded.data`
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+	terms := tx.StmtContext(ctx, s.stmtUpTerms)
+	for _, t := range w.Terms {
+		if _, err := terms.ExecContext(ctx, ns, t.Term, key, t.Chunk, t.Data); err != nil {
 			return fmt.Errorf("recall index: writing postings: %w", err)
 		}
 	}
 	return nil
 }
 
-// tuples returns n comma-separated tuples of k placeholders.
-func tuples(n, k int) string {
-	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", k), ", ") + ")"
-	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
-}
 
 // deleteIndex removes the index rows of key in ns: Clear, and Rewrite
 // before it indexes the conversation again.
@@ -186,12 +173,12 @@ func deleteIndex(ctx context.Context, tx *sql.Tx, ns, key string) error {
 // through) out of key's index: the chunks they fill are deleted, the one
 // they share with later messages filtered, and the state recomputed from
 // the entries left (O(the conversation's unit entries)).
-func trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
+func (s *Store) trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
 	err := trimIndexRows(ctx, tx, ns, key, through)
 	if errors.Is(err, store.ErrCorrupt) {
 		// Rows that do not decode: the conversation's index is rebuilt
 		// from the messages left (the removal already happened in tx).
-		_, err = reindex(ctx, tx, ns, key)
+		_, err = s.reindex(ctx, tx, ns, key)
 	}
 	return err
 }
@@ -310,7 +297,7 @@ func trimChunk(ctx context.Context, tx *sql.Tx, ns, key string, chunk int64, kep
 // backfill of a migrated file. A stored message that does not decode is
 // left out of the index (it cannot be shown either); the rest is indexed.
 // It returns how many messages it read.
-func reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, error) {
+func (s *Store) reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, error) {
 	if err := deleteIndex(ctx, tx, ns, key); err != nil {
 		return 0, err
 	}
@@ -348,7 +335,7 @@ func reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("recall index: %w", err)
 	}
-	if err := writeRows(ctx, tx, ns, key, w); err != nil {
+	if err := s.writeRows(ctx, tx, ns, key, w); err != nil {
 		return 0, err
 	}
 	return n, writeConv(ctx, tx, ns, key, st)
@@ -415,7 +402,7 @@ func (s *Store) backfill(ctx context.Context) error {
 					if r.indexed {
 						continue
 					}
-					m, err := reindex(ctx, tx, r.k[0], r.k[1])
+					m, err := s.reindex(ctx, tx, r.k[0], r.k[1])
 					if err != nil {
 						return err
 					}

@@ -79,7 +79,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 			return nil
 		}
 		if indexed {
-			if _, err := reindex(ctx, tx, s.ns, key); err != nil {
+			if _, err := s.reindex(ctx, tx, s.ns, key); err != nil {
 				return err
 			}
 		}

@@ -123,6 +123,8 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
 		{&s.stmtStat, `SELECT count, first_seq, last_seq FROM memstack_stat WHERE ns = ? AND identity = ?`},
 		{&s.stmtGetState, getStateQuery},
+		{&s.stmtUpUnits, upsertUnitsSQL},
+		{&s.stmtUpTerms, upsertTermsSQL},
 	}
 	for _, p := range prepare {
 		st, err := s.db.PrepareContext(ctx, p.q)
