@@ -9,6 +9,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/storekit"
 )
 
@@ -38,6 +39,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 			rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
 		}
 	}
+	index := indexkit.Prepare(msgs) // tokenised before the transaction
 	key := id.Key()
 	var removed int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -70,17 +72,33 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 			}
 		}
 		ins := tx.StmtContext(ctx, s.stmtInsert)
+		added := pendingIndex{key: key, seqs: make([]int64, 0, len(rows)), msgs: index}
 		for _, row := range rows {
-			if _, err := ins.ExecContext(ctx, s.ns, key, row.system, row.data, nil); err != nil {
+			res, err := ins.ExecContext(ctx, s.ns, key, row.system, row.data, nil)
+			if err != nil {
 				return err
 			}
+			seq, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("reading the Seq of a rewritten message: %w", err)
+			}
+			added.seqs = append(added.seqs, seq)
 		}
 		if removed == 0 && len(rows) == 0 {
 			return nil
 		}
 		if indexed {
-			if _, err := s.reindex(ctx, tx, s.ns, key); err != nil {
-				return err
+			// What the prefix held leaves the index as RemovePrefix's
+			// does; the new messages join it as an Append's do.
+			if removed > 0 {
+				if err := s.trimIndex(ctx, tx, s.ns, key, through); err != nil {
+					return err
+				}
+			}
+			if len(rows) > 0 {
+				if err := s.indexAppended(ctx, tx, s.ns, added); err != nil {
+					return err
+				}
 			}
 		}
 		return restat(ctx, tx, s.ns, key, int64(len(rows))-removed)

@@ -215,6 +215,18 @@ func testRecallSearch(t *testing.T, e *env) {
 	require.NoError(t, s.Clear(ctx, c2))
 	mustAppend(t, s, c2, human("after the clear: invoice paris"), ai("noted, invoice paris"))
 	check("after RemovePrefix, Clear and a new turn")
+	if rw, ok := unwrap(s).(store.Rewriter); ok {
+		// A Rewrite replaces a prefix (system messages too) and appends.
+		recs, err := s.All(ctx, c1)
+		require.NoError(t, err)
+		_, err = rw.Rewrite(ctx, c1, recs[len(recs)/4].Seq, false, llms.SystemChatMessage{Content: "summary"}, human("rewritten: invoice laptop"), ai("rewritten: refund battery"))
+		require.NoError(t, err)
+		recs, err = s.All(ctx, c2)
+		require.NoError(t, err)
+		_, err = rw.Rewrite(ctx, c2, recs[len(recs)-1].Seq, true, human("after a reset: paris ticket"))
+		require.NoError(t, err)
+		check("after Rewrite")
+	}
 	require.NoError(t, s.Forget(ctx, c3))
 	for _, q := range queries {
 		hits := checkRecallSearch(t, s, rs, store.RecallScope{Scope: user}, []memstack.Identity{c1, c2}, indexkit.Turns, [2]float64{0.5, 0.25}, q, 100)
