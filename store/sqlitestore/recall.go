@@ -157,7 +157,6 @@ func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, ns, key string, w ind
 	return nil
 }
 
-
 // deleteIndex removes the index rows of key in ns: Clear, and Rewrite
 // before it indexes the conversation again.
 func deleteIndex(ctx context.Context, tx *sql.Tx, ns, key string) error {
