@@ -92,6 +92,8 @@ type options struct {
 	model         string
 	ollamaURL     string
 	speedMessages int
+	// store is -store: "memory" or "sqlite".
+	store string
 	// args are the arguments as given, for the report.
 	args []string
 }
@@ -108,6 +110,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", "", "Ollama embedding model (with -embedder ollama); never pulled")
 	fs.StringVar(&o.ollamaURL, "ollama-url", "", "Ollama server URL (with -embedder ollama; default $OLLAMA_HOST or http://127.0.0.1:11434)")
 	fs.IntVar(&o.speedMessages, "speed-messages", defaultSpeedMessages, "messages in the Speed section's long history (0: leave it out)")
+	fs.StringVar(&o.store, "store", "memory", `store of the memstack stacks: "memory" (store.NewInMemory), or "sqlite" (a fresh SQLite file per stack and conversation, whose recall index the Recall searches)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -132,6 +135,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 // check validates the flags; set tells which were given.
 func (o options) check(set map[string]bool) error {
 	switch {
+	case o.store != "memory" && o.store != "sqlite":
+		return fmt.Errorf(`-store %q: the store must be "memory" or "sqlite"`, o.store)
 	case o.locomo == "":
 		return errors.New(`-locomo "": name a LoCoMo file`)
 	case o.budget < 1:
@@ -204,6 +209,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	log.SetOutput(io.Discard)
 	defer log.SetOutput(prev)
 
+	if o.store == "sqlite" {
+		dir, err := os.MkdirTemp("", "memstack-recall-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		stores = &storeKit{kind: "sqlite", dir: dir}
+		defer func() { _ = stores.close(); stores = &storeKit{kind: "memory"} }()
+	}
 	report, err := benchmark(ctx, o)
 	if err != nil {
 		return err

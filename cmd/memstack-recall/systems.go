@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/tmc/langchaingo/embeddings"
@@ -15,6 +16,8 @@ import (
 	"github.com/memstack/memstack/extract"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/sqlitestore"
 )
 
 // The groups a system belongs to: they decide where the report shows it.
@@ -99,11 +102,15 @@ const defaultName = "RecentN(6) + Recall() (default stack)"
 // combined.WithTokenBudget(budget)). With no opts it is the default stack.
 func stack(budget int, opts ...memories.RecallOption) func() (schema.Memory, error) {
 	return func() (schema.Memory, error) {
-		recent, err := memories.NewRecentN(recentN)
+		st, err := stores.open()
 		if err != nil {
 			return nil, err
 		}
-		recall, err := memories.NewRecall(opts...)
+		recent, err := memories.NewRecentN(recentN, memories.WithStore(st))
+		if err != nil {
+			return nil, err
+		}
+		recall, err := memories.NewRecall(append([]memories.RecallOption{memories.WithStore(st)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +148,54 @@ func threeLayers(budget int) func() (schema.Memory, error) {
 
 // recallOnly returns the factory of the default stack's Recall alone, for
 // the Speed section.
-func recallOnly() (schema.Memory, error) { return memories.NewRecall() }
+func recallOnly() (schema.Memory, error) {
+	st, err := stores.open()
+	if err != nil {
+		return nil, err
+	}
+	return memories.NewRecall(memories.WithStore(st))
+}
+
+// storeKit opens the stores of the memstack stacks (-store): an in-memory
+// store, or a fresh SQLite file in dir, each kept to be closed by close.
+type storeKit struct {
+	kind   string
+	dir    string
+	mu     sync.Mutex
+	opened []*sqlitestore.Store
+	n      int
+}
+
+// stores is the run's storeKit (run sets it from -store).
+var stores = &storeKit{kind: "memory"}
+
+// open returns a new store of the kit's kind.
+func (k *storeKit) open() (store.Store, error) {
+	if k.kind != "sqlite" {
+		return store.NewInMemory(), nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.n++
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(k.dir, fmt.Sprintf("stack-%d.db", k.n)))
+	if err != nil {
+		return nil, err
+	}
+	k.opened = append(k.opened, s)
+	return s, nil
+}
+
+// close closes every store the kit opened.
+func (k *storeKit) close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var errs []error
+	for _, s := range k.opened {
+		errs = append(errs, s.Close())
+	}
+	k.opened = nil
+	return errors.Join(errs...)
+}
 
 // newEmbedder returns the embedder -embedder names, and its name for the
 // vector space: nil and "" with no -embedder. It never pulls the model,
