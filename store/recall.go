@@ -27,6 +27,15 @@ type RecallSearcher interface {
 	// ErrRecallNotReady. A bad query (an unknown unit kind, a weight
 	// outside [0, 1]) is an error wrapping ErrInvalidArgument.
 	SearchRecall(ctx context.Context, in RecallScope, q indexkit.Query) ([]RecallHit, error)
+	// RecallDated returns the units of kind in the conversation or scope
+	// in whose first message was saved on a day from through to
+	// (indexkit.DayKey numbers, in each message's own location: a day is
+	// from == to, a month yyyymm01 through yyyymm31), ordered by
+	// conversation key and Seq, with Score 0: what a question naming a
+	// date brings, hit or not. A unit no longer stored may be among them
+	// (a reader checks each against the messages). Errors as
+	// SearchRecall's.
+	RecallDated(ctx context.Context, in RecallScope, kind indexkit.Kind, from, to int32) ([]RecallHit, error)
 }
 
 // RecallScope is what a SearchRecall searches: one conversation, or the

@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/internal/lexical"
@@ -220,6 +221,17 @@ type TermChunk struct {
 type Writes struct {
 	Units []Chunk
 	Terms []TermChunk
+	// Opened are the messages that opened a unit, of either kind: the
+	// store files them under their day (DayKey of their time) for dated
+	// questions (AppendOpened, Opened).
+	Opened []Opened
+}
+
+// Opened is a message that opened a unit of one kind or both: a unit's
+// Seq, for the kinds it opened.
+type Opened struct {
+	Seq   int64
+	Kinds [2]bool
 }
 
 // Entry sizes, in bytes.
@@ -244,13 +256,18 @@ func (c *Conv) Add(seqs []int64, msgs []Message) (Writes, error) {
 		chunk := c.Msgs / ChunkSize
 		c.Msgs++
 		var ords [2]int32
+		var opened [2]bool
 		for k := range c.K {
 			s := &c.K[k]
 			if s.Hi < s.Lo || m.Opens[k] {
 				s.open()
+				opened[k] = true
 			}
 			s.grow(int64(m.Len))
 			ords[k] = s.Hi
+		}
+		if opened[0] || opened[1] {
+			w.Opened = append(w.Opened, Opened{Seq: seqs[i], Kinds: opened})
 		}
 		if n := len(w.Units); n == 0 || w.Units[n-1].Chunk != chunk {
 			w.Units = append(w.Units, Chunk{Chunk: chunk})
@@ -480,4 +497,66 @@ func (c *Conv) UnmarshalBinary(b []byte) error {
 	}
 	*c = x
 	return nil
+}
+
+// DayKey is t's calendar day in t's own location as one number,
+// yyyymmdd: the key a store files units under for dated questions (a
+// unit is on the day of its first message, as memories.Recall reads it).
+// The zero time has none (0).
+func DayKey(t time.Time) int32 {
+	if t.IsZero() {
+		return 0
+	}
+	y, m, d := t.Date()
+	return int32(y*10000 + int(m)*100 + d)
+}
+
+// dayEntrySize is an opened unit's entry in a day row: its Seq and a byte
+// of kinds (bit 0: a turn, bit 1: an exchange).
+const dayEntrySize = 8 + 1
+
+// AppendOpened appends the entry of o to a day row's value.
+func AppendOpened(b []byte, o Opened) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(o.Seq))
+	var k byte
+	if o.Kinds[Turns] {
+		k |= 1
+	}
+	if o.Kinds[Exchanges] {
+		k |= 2
+	}
+	return append(b, k)
+}
+
+// OpenedSeqs returns the Seqs of the units of kind whose entries a day
+// row's value holds.
+func OpenedSeqs(b []byte, kind Kind) ([]int64, error) {
+	if len(b)%dayEntrySize != 0 {
+		return nil, fmt.Errorf("indexkit: a day row of %d bytes, not a multiple of %d", len(b), dayEntrySize)
+	}
+	var out []int64
+	for i := 0; i < len(b); i += dayEntrySize {
+		if b[i+8]&(1<<kind) != 0 {
+			out = append(out, int64(binary.LittleEndian.Uint64(b[i:])))
+		}
+	}
+	return out, nil
+}
+
+// FirstOpened returns the first unit of each kind of a conversation whose
+// remaining unit entries (every chunk row, concatenated) are units, and
+// state c: after a prefix removal that cut a unit, its first remaining
+// message stands for it (as memories.Recall reads the messages) and is
+// to be filed under its own day. ok is false when there are no units.
+func FirstOpened(units []byte, c Conv) (o Opened, ok bool, err error) {
+	es, err := decodeUnits(units)
+	if err != nil || len(es) == 0 {
+		return Opened{}, false, err
+	}
+	// Entries are in Seq order: the first is the first of its units.
+	o.Seq = es[0].seq
+	for k := range c.K {
+		o.Kinds[k] = c.K[k].Hi >= c.K[k].Lo && es[0].ords[k] == c.K[k].Lo
+	}
+	return o, true, nil
 }

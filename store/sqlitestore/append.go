@@ -31,6 +31,7 @@ type appendPart struct {
 	unit  string // the append key, "" for none
 	rows  []appendRow
 	index []indexkit.Message // the messages as the recall index sees them
+	at    time.Time          // the messages' time
 }
 
 // span is what one group commit adds to one identity: n messages, Seqs
@@ -99,7 +100,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 // newPart encodes msgs, dated at, as what a request appends to id under
 // the append key unit.
 func newPart(id memstack.Identity, unit string, msgs []llms.ChatMessage, at time.Time) (appendPart, error) {
-	part := appendPart{key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs))}
+	part := appendPart{key: id.Key(), unit: unit, rows: make([]appendRow, len(msgs)), at: at}
 	for i, m := range msgs {
 		data, err := storekit.EncodeMessageAt(m, at)
 		if err != nil {
@@ -283,6 +284,7 @@ func (s *Store) commitQueued(ctx context.Context) {
 					spans[i].last = seq
 					pending[i].seqs = append(pending[i].seqs, seq)
 					pending[i].msgs = append(pending[i].msgs, p.index[j])
+					pending[i].at = append(pending[i].at, p.at)
 				}
 			}
 		}

@@ -108,6 +108,7 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 			`DELETE FROM memstack_recall_conv WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 			`DELETE FROM memstack_recall_units WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 			`DELETE FROM memstack_recall_terms WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
+			`DELETE FROM memstack_recall_days WHERE ns IN (` + namespacesSQL + `) AND identity = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, key); err != nil {
 				return err

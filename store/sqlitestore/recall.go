@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/tmc/langchaingo/llms"
 
@@ -44,6 +46,14 @@ var recallSchema = []string{
 		PRIMARY KEY (ns, term, identity, chunk)
 	) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS memstack_recall_terms_conv ON memstack_recall_terms (ns, identity, chunk)`,
+	`CREATE TABLE IF NOT EXISTS memstack_recall_days (
+		ns       TEXT    NOT NULL,
+		day      INTEGER NOT NULL,
+		identity TEXT    NOT NULL,
+		data     BLOB    NOT NULL,
+		PRIMARY KEY (ns, day, identity)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS memstack_recall_days_conv ON memstack_recall_days (ns, identity, day)`,
 	`CREATE TABLE IF NOT EXISTS memstack_recall_meta (
 		id       INTEGER PRIMARY KEY CHECK (id = 1),
 		complete INTEGER NOT NULL
@@ -55,7 +65,7 @@ var recallSchema = []string{
 
 // recallTables are the index's tables keyed (ns, identity, …), for the
 // deletes of Clear, Forget and ForgetScope.
-var recallTables = []string{"memstack_recall_conv", "memstack_recall_units", "memstack_recall_terms"}
+var recallTables = []string{"memstack_recall_conv", "memstack_recall_units", "memstack_recall_terms", "memstack_recall_days"}
 
 // errCorruptIndex wraps store.ErrCorrupt for an index row that does not
 // decode (not a message: the index is rebuilt from the messages).
@@ -67,6 +77,7 @@ type pendingIndex struct {
 	key  string
 	seqs []int64
 	msgs []indexkit.Message
+	at   []time.Time // each message's time (storekit.AppendTime of its Append)
 }
 
 // indexAppended adds p's messages, just inserted in tx, to the index. A
@@ -103,7 +114,48 @@ func (s *Store) indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pend
 	if err := s.writeRows(ctx, tx, ns, p.key, w); err != nil {
 		return err
 	}
+	if err := s.writeDays(ctx, tx, ns, p.key, w.Opened, p.seqs, p.at); err != nil {
+		return err
+	}
 	return writeConv(ctx, tx, ns, p.key, st)
+}
+
+// upsertDaysSQL appends opened units' entries to a day row.
+const upsertDaysSQL = `INSERT INTO memstack_recall_days (ns, day, identity, data) VALUES (?, ?, ?, ?)
+	ON CONFLICT (ns, day, identity) DO UPDATE SET data = data || excluded.data`
+
+// writeDays files the units opened (their Seqs among seqs, whose times
+// are at) under their days: one row per day and conversation.
+func (s *Store) writeDays(ctx context.Context, tx *sql.Tx, ns, key string, opened []indexkit.Opened, seqs []int64, at []time.Time) error {
+	if len(opened) == 0 {
+		return nil
+	}
+	byDay := map[int32][]byte{}
+	var days []int32
+	j := 0
+	for _, o := range opened {
+		for j < len(seqs) && seqs[j] < o.Seq {
+			j++
+		}
+		if j == len(seqs) || j >= len(at) {
+			break
+		}
+		d := indexkit.DayKey(at[j])
+		if d == 0 {
+			continue // no time (a message stored before memstack recorded times)
+		}
+		if _, ok := byDay[d]; !ok {
+			days = append(days, d)
+		}
+		byDay[d] = indexkit.AppendOpened(byDay[d], o)
+	}
+	st := tx.StmtContext(ctx, s.stmtUpDays)
+	for _, d := range days {
+		if _, err := st.ExecContext(ctx, ns, d, key, byDay[d]); err != nil {
+			return fmt.Errorf("recall index: writing the units of a day: %w", err)
+		}
+	}
+	return nil
 }
 
 func readConv(ctx context.Context, tx *sql.Tx, ns, key string) (indexkit.Conv, bool, error) {
@@ -173,7 +225,7 @@ func deleteIndex(ctx context.Context, tx *sql.Tx, ns, key string) error {
 // they share with later messages filtered, and the state recomputed from
 // the entries left (O(the conversation's unit entries)).
 func (s *Store) trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
-	err := trimIndexRows(ctx, tx, ns, key, through)
+	err := s.trimIndexRows(ctx, tx, ns, key, through)
 	if errors.Is(err, store.ErrCorrupt) {
 		// Rows that do not decode: the conversation's index is rebuilt
 		// from the messages left (the removal already happened in tx).
@@ -184,7 +236,7 @@ func (s *Store) trimIndex(ctx context.Context, tx *sql.Tx, ns, key string, throu
 
 // trimIndexRows is trimIndex over rows that decode; a row that does not is
 // an error wrapping store.ErrCorrupt.
-func trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
+func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, through int64) error {
 	st, ok, err := readConv(ctx, tx, ns, key)
 	if err != nil || !ok {
 		return err
@@ -227,6 +279,26 @@ func trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, through int6
 	st, err = indexkit.Rebuild(all, st.Msgs)
 	if err != nil {
 		return fmt.Errorf("%w: recall index of %s: %w", errCorruptIndex, key, err)
+	}
+	// A unit the removal cut now starts at its first message left: filed
+	// under that message's day (again, if it opened the unit).
+	if first, ok, err := indexkit.FirstOpened(all, st); err != nil {
+		return fmt.Errorf("%w: recall index of %s: %w", errCorruptIndex, key, err)
+	} else if ok {
+		var data []byte
+		err := tx.QueryRowContext(ctx, `SELECT message FROM memstack_messages WHERE ns = ? AND identity = ? AND seq = ?`, ns, key, first.Seq).Scan(&data)
+		if err != nil {
+			return fmt.Errorf("recall index: reading the first message left: %w", err)
+		}
+		id, err := parseKey(key)
+		if err != nil {
+			return err
+		}
+		if rec, err := storekit.DecodeRecord(id, first.Seq, data); err == nil {
+			if err := s.writeDays(ctx, tx, ns, key, []indexkit.Opened{first}, []int64{first.Seq}, []time.Time{rec.Time}); err != nil {
+				return err
+			}
+		}
 	}
 	return writeConv(ctx, tx, ns, key, st)
 }
@@ -310,6 +382,7 @@ func (s *Store) reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, e
 	}
 	var seqs []int64
 	var msgs []llms.ChatMessage
+	var at []time.Time
 	n := 0
 	for rows.Next() {
 		var seq int64
@@ -323,7 +396,7 @@ func (s *Store) reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, e
 		if err != nil {
 			continue
 		}
-		seqs, msgs = append(seqs, seq), append(msgs, rec.Message)
+		seqs, msgs, at = append(seqs, seq), append(msgs, rec.Message), append(at, rec.Time)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -335,6 +408,9 @@ func (s *Store) reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, e
 		return 0, fmt.Errorf("recall index: %w", err)
 	}
 	if err := s.writeRows(ctx, tx, ns, key, w); err != nil {
+		return 0, err
+	}
+	if err := s.writeDays(ctx, tx, ns, key, w.Opened, seqs, at); err != nil {
 		return 0, err
 	}
 	return n, writeConv(ctx, tx, ns, key, st)
@@ -643,3 +719,85 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 }
 
 var _ store.RecallSearcher = (*Store)(nil)
+
+// RecallDated implements store.RecallSearcher: one range of
+// memstack_recall_days's key per day range (its rows of the scope's
+// conversations), in a read-only transaction.
+func (s *Store) RecallDated(ctx context.Context, in store.RecallScope, kind indexkit.Kind, from, to int32) ([]store.RecallHit, error) {
+	what := "RecallDated of " + in.String()
+	if in.Conversation == nil {
+		var err error
+		if what, err = s.checkScope(ctx, "RecallDated", in.Scope); err != nil {
+			return nil, err
+		}
+	} else if err := s.begin(ctx, "RecallDated", *in.Conversation); err != nil {
+		return nil, err
+	}
+	if kind != indexkit.Turns && kind != indexkit.Exchanges {
+		return nil, fmt.Errorf("%w: sqlitestore: %s: unknown unit kind %d", store.ErrInvalidArgument, what, int(kind))
+	}
+	if from > to {
+		return nil, fmt.Errorf("%w: sqlitestore: %s: days %d to %d: the first is after the last", store.ErrInvalidArgument, what, from, to)
+	}
+	ok, err := s.ready(ctx)
+	if err != nil {
+		return nil, s.failed(ctx, what, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("sqlitestore: %s: %w", what, store.ErrRecallNotReady)
+	}
+	var lo, hi string
+	if in.Conversation != nil {
+		lo, hi = convRange(in.Conversation.Key())
+	} else {
+		lo, hi = scopeRange(in.Scope)
+	}
+	hits, err := s.recallDated(ctx, lo, hi, kind, from, to)
+	if err != nil {
+		return nil, s.failed(ctx, what, err)
+	}
+	return hits, nil
+}
+
+func (s *Store) recallDated(ctx context.Context, lo, hi string, kind indexkit.Kind, from, to int32) ([]store.RecallHit, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_days
+		WHERE ns = ? AND day >= ? AND day <= ? AND identity >= ? AND identity < ?`, s.ns, from, to, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	seen := map[string][]int64{}
+	var keys []string
+	for rows.Next() {
+		var key string
+		var data []byte
+		if err := rows.Scan(&key, &data); err != nil {
+			return nil, err
+		}
+		seqs, err := indexkit.OpenedSeqs(data, kind)
+		if err != nil {
+			return nil, fmt.Errorf("%w: recall index: the units of a day of %s: %w", errCorruptIndex, key, err)
+		}
+		if _, ok := seen[key]; !ok {
+			keys = append(keys, key)
+		}
+		seen[key] = append(seen[key], seqs...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	var out []store.RecallHit
+	for _, key := range keys {
+		id, err := parseKey(key)
+		if err != nil {
+			return nil, err
+		}
+		seqs := seen[key]
+		slices.Sort(seqs)
+		for _, seq := range slices.Compact(seqs) {
+			out = append(out, store.RecallHit{ID: id, Seq: seq})
+		}
+	}
+	return out, nil
+}

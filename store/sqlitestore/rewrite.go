@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tmc/langchaingo/llms"
 
@@ -26,8 +27,9 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 		return 0, err
 	}
 	rows := make([]appendRow, len(msgs))
+	var at time.Time
 	if len(msgs) > 0 {
-		at := storekit.AppendTime(ctx)
+		at = storekit.AppendTime(ctx)
 		if err := storekit.CheckTime(at); err != nil {
 			return 0, fmt.Errorf("sqlitestore: Rewrite of %s: %w", id.Key(), err)
 		}
@@ -83,6 +85,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 				return fmt.Errorf("reading the Seq of a rewritten message: %w", err)
 			}
 			added.seqs = append(added.seqs, seq)
+			added.at = append(added.at, at)
 		}
 		if removed == 0 && len(rows) == 0 {
 			return nil

@@ -125,6 +125,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.stmtGetState, getStateQuery},
 		{&s.stmtUpUnits, upsertUnitsSQL},
 		{&s.stmtUpTerms, upsertTermsSQL},
+		{&s.stmtUpDays, upsertDaysSQL},
 	}
 	for _, p := range prepare {
 		st, err := s.db.PrepareContext(ctx, p.q)

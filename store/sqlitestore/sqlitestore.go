@@ -299,7 +299,7 @@ type Store struct {
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
 	stmtLock, stmtInsert, stmtBump, stmtLast, stmtTail, stmtAll, stmtStat, stmtGetState *sql.Stmt
-	stmtUpUnits, stmtUpTerms                                                            *sql.Stmt // the recall index's upserts
+	stmtUpUnits, stmtUpTerms, stmtUpDays                                                *sql.Stmt // the recall index's upserts
 }
 
 var (
@@ -499,7 +499,7 @@ func (s *Store) Close() error {
 // closeStmts closes the prepared statements.
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState, s.stmtUpUnits, s.stmtUpTerms} {
+	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState, s.stmtUpUnits, s.stmtUpTerms, s.stmtUpDays} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

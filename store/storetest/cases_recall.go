@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/llms"
@@ -45,6 +46,7 @@ func recallMessage(rng *rand.Rand) llms.ChatMessage {
 type recallUnit struct {
 	seq  int64
 	text string
+	at   time.Time
 }
 
 func recallUnits(recs []store.Record, kind indexkit.Kind) []recallUnit {
@@ -59,7 +61,7 @@ func recallUnits(recs []store.Record, kind indexkit.Kind) []recallUnit {
 			opens = conv.OpensExchange(r.Message)
 		}
 		if len(out) == 0 || opens {
-			out = append(out, recallUnit{seq: r.Seq})
+			out = append(out, recallUnit{seq: r.Seq, at: r.Time})
 			texts = append(texts, nil)
 		}
 		if c := r.Message.GetContent(); c != "" {
@@ -174,13 +176,17 @@ func testRecallSearch(t *testing.T, e *env) {
 	others := []memstack.Identity{id(tenant, "u10", "c1"), id(tenant, "u2", "c1"), id(tenant+"x", "u1", "c1")}
 	rng := rand.New(rand.NewPCG(7, 11))
 	writes := append([]memstack.Identity{c1, c1, c1, c2, c2, c3}, others...)
-	for range 150 {
+	// Every append an hour after the last, in a zone of its own (the
+	// units' days are read in their own location).
+	zone := time.FixedZone("UTC-5", -5*3600)
+	start := time.Date(2026, 2, 26, 8, 0, 0, 0, zone)
+	for i := range 150 {
 		target := writes[rng.IntN(len(writes))]
 		msgs := make([]llms.ChatMessage, 1+rng.IntN(3))
 		for i := range msgs {
 			msgs[i] = recallMessage(rng)
 		}
-		mustAppend(t, s, target, msgs...)
+		require.NoError(t, s.Append(memstack.WithTime(ctx, start.Add(time.Duration(i)*time.Hour)), target, msgs...))
 	}
 	if other, ok := e.secondNamespace(); ok {
 		// The same user in another namespace: never found from this one.
@@ -202,6 +208,43 @@ func testRecallSearch(t *testing.T, e *env) {
 		}
 	}
 	check("after the appends")
+	checkDated := func() {
+		t.Helper()
+		for _, kind := range []indexkit.Kind{indexkit.Turns, indexkit.Exchanges} {
+			for _, days := range [][2]int32{{20260226, 20260226}, {20260301, 20260301}, {20260227, 20260228}, {20260300, 20260331}, {20250101, 20250101}} {
+				for _, in := range []struct {
+					scope store.RecallScope
+					convs []memstack.Identity
+				}{{store.RecallScope{Conversation: &c1}, []memstack.Identity{c1}}, {store.RecallScope{Scope: user}, []memstack.Identity{c1, c2, c3}}} {
+					var want []unitKey
+					for _, c := range in.convs {
+						recs, err := s.All(ctx, c)
+						require.NoError(t, err)
+						for _, u := range recallUnits(recs, kind) {
+							if d := indexkit.DayKey(u.at); d >= days[0] && d <= days[1] {
+								want = append(want, unitKey{c.Key(), u.seq})
+							}
+						}
+					}
+					got, err := rs.RecallDated(ctx, in.scope, kind, days[0], days[1])
+					require.NoError(t, err)
+					var keys []unitKey
+					for _, h := range got {
+						// A unit no longer stored may be named: the
+						// reader checks; every unit stored must be.
+						keys = append(keys, unitKey{h.ID.Key(), h.Seq})
+					}
+					for _, w := range want {
+						require.Contains(t, keys, w, "RecallDated(%s, %s, %v): a unit of the day missing", in.scope, kind, days)
+					}
+					for _, k := range keys {
+						require.True(t, slices.ContainsFunc(in.convs, func(c memstack.Identity) bool { return c.Key() == k.conv }), "RecallDated(%s): %v outside the scope", in.scope, k)
+					}
+				}
+			}
+		}
+	}
+	checkDated()
 	// Another client reads what this one wrote.
 	s2 := e.store()
 	checkRecallSearch(t, s2, optional[store.RecallSearcher](t, s2, "store.RecallSearcher"), store.RecallScope{Scope: user}, []memstack.Identity{c1, c2, c3}, indexkit.Turns, [2]float64{0.5, 0.25}, "invoice refund laptop", 20)
@@ -227,7 +270,15 @@ func testRecallSearch(t *testing.T, e *env) {
 		require.NoError(t, err)
 		check("after Rewrite")
 	}
+	checkDated()
 	require.NoError(t, s.Forget(ctx, c3))
+	for _, kind := range []indexkit.Kind{indexkit.Turns, indexkit.Exchanges} {
+		got, err := rs.RecallDated(ctx, store.RecallScope{Scope: user}, kind, 20260200, 20260331)
+		require.NoError(t, err)
+		for _, h := range got {
+			require.NotEqual(t, c3, h.ID, "a forgotten conversation's dated unit")
+		}
+	}
 	for _, q := range queries {
 		hits := checkRecallSearch(t, s, rs, store.RecallScope{Scope: user}, []memstack.Identity{c1, c2}, indexkit.Turns, [2]float64{0.5, 0.25}, q, 100)
 		for _, h := range hits {

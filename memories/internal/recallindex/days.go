@@ -71,3 +71,13 @@ func (x *dayIndex) each(d Day, f func(id int64)) {
 		}
 	}
 }
+
+// keys returns d as a range of indexkit.DayKey numbers: the day, or the
+// month's days.
+func (d Day) keys() (from, to int32) {
+	base := int32(d.Year*10000 + int(d.Month)*100)
+	if d.Day == 0 {
+		return base, base + 31
+	}
+	return base + int32(d.Day), base + int32(d.Day)
+}

@@ -54,14 +54,10 @@ func (x *Engine) searchStore(ctx context.Context, id identity, query string, k i
 	if !x.scoped() {
 		in.Conversation = &id
 	}
-	kind := indexkit.Exchanges
-	if x.cfg.Turns {
-		kind = indexkit.Turns
-	}
 	ictx, cancel := x.indexCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	hits, err := x.searcher.SearchRecall(ictx, in, indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: kind, Near: x.cfg.Near, K: k})
+	hits, err := x.searcher.SearchRecall(ictx, in, indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k})
 	if errors.Is(err, store.ErrRecallNotReady) {
 		return nil, err // not a failure: the caller searches in process
 	}
@@ -73,7 +69,7 @@ func (x *Engine) searchStore(ctx context.Context, id identity, query string, k i
 
 // loadFromStore is Load over the store's index; ok is false when the
 // store's index is not complete yet (the caller loads as over any store).
-func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (v View, ok bool, err error) {
+func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ View, ok bool, err error) {
 	if on, err := x.storeSearching(ctx, id); err != nil {
 		return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
 	} else if !on {
@@ -95,8 +91,8 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (v Vie
 	e.ready, e.seen = true, e.exsStat.LastSeq // nothing to index here
 	exs := e.exs
 	first := firstRecent(exs, q.Exclude)
-	var days []int // the current conversation's units of q's date
-	if q.Date != nil {
+	var days []int // a conversation's units of q's date (a scope's: the store's)
+	if q.Date != nil && !x.scoped() {
 		e.indexDays()
 		e.days.each(*q.Date, func(seq int64) {
 			if i, ok := unitAt(exs, seq); ok && q.Date.Matches(exs[i].at) {
@@ -111,9 +107,22 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (v Vie
 		v, err := x.storeConversationView(ctx, id, exs, first, q, days)
 		return v, true, err
 	}
+	var dated []store.RecallHit
+	if q.Date != nil {
+		from, to := q.Date.keys()
+		dctx, cancel := x.indexCtx(ctx)
+		dated, err = x.searcher.RecallDated(dctx, store.RecallScope{Scope: x.storeScope(id)}, x.kind(), from, to)
+		cancel()
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return View{}, true, fmt.Errorf("memstack: %w", cerr)
+			}
+			return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
+		}
+	}
 	ask := q.Want + len(exs) - first
 	for {
-		v, crowded, err := x.storeScopedView(ctx, id, exs, first, q, ask, days)
+		v, crowded, err := x.storeScopedView(ctx, id, exs, first, q, ask, dated)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, true, fmt.Errorf("memstack: %w", cerr)
@@ -164,9 +173,9 @@ func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []U
 }
 
 // storeScopedView is scopedView over the store's hits: each hit names its
-// conversation and unit, so no in-process bookkeeping is needed. Dated
-// units are the current conversation's (days).
-func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, days []int) (View, bool, error) {
+// conversation and unit, so no in-process bookkeeping is needed; dated
+// are the scope's units of q's date, as the store files them.
+func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, datedUnits []store.RecallHit) (View, bool, error) {
 	var found []store.RecallHit
 	if strings.TrimSpace(q.Text) != "" {
 		var err error
@@ -175,7 +184,7 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 		}
 	}
 	hits := make([]retrieval.Hit, len(found))
-	owners := make(map[int64]recallOwner, len(found)+len(days))
+	owners := make(map[int64]recallOwner, len(found)+len(datedUnits))
 	convs := map[identity]*scopeConv{}
 	conv := func(cid identity) *scopeConv {
 		c := convs[cid]
@@ -189,11 +198,19 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 		hits[i] = retrieval.Hit{Seq: int64(i), Score: h.Score}
 		owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq}
 	}
-	dated := make([]int64, len(days))
-	for j, i := range days {
+	dated := make([]int64, len(datedUnits))
+	for j, h := range datedUnits {
 		doc := -int64(j) - 1
-		owners[doc] = recallOwner{conv: conv(id), seq: cur[i].seq, at: cur[i].at}
+		owners[doc] = recallOwner{conv: conv(h.ID), seq: h.Seq}
 		dated[j] = doc
 	}
 	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, 0, false)
+}
+
+// kind is the unit the Engine indexes, as indexkit names it.
+func (x *Engine) kind() indexkit.Kind {
+	if x.cfg.Turns {
+		return indexkit.Turns
+	}
+	return indexkit.Exchanges
 }
