@@ -110,7 +110,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", "", "Ollama embedding model (with -embedder ollama); never pulled")
 	fs.StringVar(&o.ollamaURL, "ollama-url", "", "Ollama server URL (with -embedder ollama; default $OLLAMA_HOST or http://127.0.0.1:11434)")
 	fs.IntVar(&o.speedMessages, "speed-messages", defaultSpeedMessages, "messages in the Speed section's long history (0: leave it out)")
-	fs.StringVar(&o.store, "store", "memory", `store of the memstack stacks: "memory" (store.NewInMemory), or "sqlite" (a fresh SQLite file per stack and conversation, whose recall index the Recall searches)`)
+	fs.StringVar(&o.store, "store", "memory", `store of the memstack stacks: "memory" (store.NewInMemory), or "sqlite" (a fresh SQLite file per stack and conversation, with its recall index on (sqlitestore.WithRecallIndex), which the Recall searches)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -177,7 +177,7 @@ func (k *storeKit) open() (store.Store, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.n++
-	s, err := sqlitestore.Open(context.Background(), filepath.Join(k.dir, fmt.Sprintf("stack-%d.db", k.n)))
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(k.dir, fmt.Sprintf("stack-%d.db", k.n)), sqlitestore.WithRecallIndex())
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 		for _, scope := range []memories.RecallScope{memories.RecallScopeConversation, memories.RecallScopeUser} {
 			t.Run(fmt.Sprint(unit, "/", scope), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "recall.db")
-				sq, err := sqlitestore.Open(ctx, path)
+				sq, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = sq.Close() })
 				opts := []memories.RecallOption{memories.WithRecallUnit(unit), memories.WithRecallScope(scope), memories.WithK(4)}
@@ -55,10 +55,10 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 
 	// Another process: a Store and a Recall of their own over the file.
 	path := filepath.Join(t.TempDir(), "replicas.db")
-	a, err := sqlitestore.Open(ctx, path)
+	a, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
-	b, err := sqlitestore.Open(ctx, path)
+	b, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	ra := newUserRecall(t, a)

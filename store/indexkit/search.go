@@ -104,13 +104,17 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 	}
 	nt := len(q.Terms)
 	df := make([]float64, nt)
-	// The slabs grow to the spans of the conversations read (a span is
-	// checked against the entries read: a corrupt state allocates
-	// nothing big).
-	var lensSlab []float64
-	var firstSlab []int64
-	var ownSlab []float64
-	var reachSlab []bool
+	// One allocation per slab: the conversations' spans, each at most
+	// its unit entries (a span is checked against them: a corrupt state
+	// allocates nothing big).
+	slab := 0
+	for _, c := range convs {
+		if c.HasPostings() {
+			slab += int(min(c.State.Units(q.Kind), int64(len(c.Units)/unitEntrySize)))
+		}
+	}
+	lensSlab, firstSlab := make([]float64, 0, slab), make([]int64, 0, slab)
+	ownSlab, reachSlab := make([]float64, 0, slab*nt), make([]bool, 0, slab)
 	termReach := make([]bool, 0, 64)
 	var preps []prepared
 	var ps []posting

@@ -30,7 +30,8 @@ type appendPart struct {
 	key   string // the identity's key
 	unit  string // the append key, "" for none
 	rows  []appendRow
-	index []indexkit.Message // the messages as the recall index sees them
+	msgs  []llms.ChatMessage // the messages, tokenised for the recall index when the file keeps it
+	index []indexkit.Message // the messages as the recall index sees them (nil until tokenised)
 	at    time.Time          // the messages' time
 }
 
@@ -94,6 +95,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	if err != nil {
 		return fmt.Errorf("sqlitestore: Append to %s: %w", id.Key(), err)
 	}
+	s.tokenize(&part)
 	return s.commit(ctx, "Append", id, &appendReq{ctx: ctx, parts: []appendPart{part}, done: make(chan struct{})})
 }
 
@@ -108,8 +110,7 @@ func newPart(id memstack.Identity, unit string, msgs []llms.ChatMessage, at time
 		}
 		part.rows[i] = appendRow{system: m.GetType() == llms.ChatMessageTypeSystem, data: data}
 	}
-	// Only messages that encode are tokenised (a bad one is refused above).
-	part.index = indexkit.Prepare(msgs)
+	part.msgs = msgs
 	return part, nil
 }
 
@@ -173,6 +174,7 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 		if err != nil {
 			return fmt.Errorf("sqlitestore: AppendBatches: batch %d of %d (%s): %w", i+1, len(batches), b.ID.Key(), err)
 		}
+		s.tokenize(&part)
 		req.parts = append(req.parts, part)
 	}
 	if len(req.parts) == 0 {
@@ -245,6 +247,14 @@ func (s *Store) commitQueued(ctx context.Context) {
 		defer stop()
 	}
 	err := s.writeLocked(tctx, func(tx *sql.Tx) error {
+		// Whether the file keeps the recall index, read in the
+		// transaction that writes (another process may have turned it
+		// on).
+		on, err := indexing(tctx, tx)
+		if err != nil {
+			return err
+		}
+		s.indexOn.Store(on)
 		ins := tx.StmtContext(tctx, s.stmtInsert)
 		// What the group adds to each identity's memstack_stat row, in
 		// the order the identities first appear.
@@ -283,7 +293,14 @@ func (s *Store) commitQueued(ctx context.Context) {
 					spans[i].n++
 					spans[i].last = seq
 					pending[i].seqs = append(pending[i].seqs, seq)
-					pending[i].msgs = append(pending[i].msgs, p.index[j])
+					if p.index == nil && on {
+						// The index was turned on since this Append
+						// looked: tokenised here, under the lock.
+						p.index = indexkit.Prepare(p.msgs)
+					}
+					if on {
+						pending[i].msgs = append(pending[i].msgs, p.index[j])
+					}
 					pending[i].at = append(pending[i].at, p.at)
 				}
 			}
@@ -291,6 +308,9 @@ func (s *Store) commitQueued(ctx context.Context) {
 		// The index, before the counts: a conversation it has no state
 		// for is new if it had no messages before this commit.
 		for _, pi := range pending {
+			if !on {
+				break
+			}
 			if err := s.indexAppended(tctx, tx, s.ns, pi); err != nil {
 				return err
 			}
@@ -324,5 +344,15 @@ func (s *Store) commitQueued(ctx context.Context) {
 	for _, r := range live {
 		r.err = err
 		close(r.done)
+	}
+}
+
+// tokenize prepares part's messages for the recall index before the
+// transaction, when the file kept the index at this Store's last write
+// (a part left untokenised is tokenised in the transaction if the index
+// turns out to be on).
+func (s *Store) tokenize(part *appendPart) {
+	if s.indexOn.Load() || s.cfg.recall {
+		part.index = indexkit.Prepare(part.msgs)
 	}
 }

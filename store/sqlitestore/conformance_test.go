@@ -48,6 +48,17 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceRecallIndex runs the conformance kit over Open with the
+// recall index on (WithRecallIndex): every contract holds with the index
+// kept in the same transactions, and the RecallSearch case checks the
+// index itself.
+func TestConformanceRecallIndex(t *testing.T) {
+	var files kitFiles
+	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
+		return sqlitestore.Open(context.Background(), files.path(tb), sqlitestore.WithNamespace(ns), sqlitestore.WithRecallIndex())
+	})
+}
+
 // TestConformanceNew runs the conformance kit over New: every client is a
 // Store over a *sql.DB of its own, opened as an application would (WAL and
 // a busy timeout in the DSN, no _txlock, so the driver issues a plain
@@ -82,5 +93,14 @@ func TestConformanceNew(t *testing.T) {
 func BenchmarkSQLite(b *testing.B) {
 	storetest.Bench(b, func(tb testing.TB, ns string) (store.Store, error) {
 		return sqlitestore.Open(context.Background(), filepath.Join(tb.TempDir(), "bench.db"), sqlitestore.WithNamespace(ns))
+	})
+}
+
+// BenchmarkSQLiteRecallIndex is BenchmarkSQLite with the recall index on
+// (WithRecallIndex): what keeping the index in each append's transaction
+// costs.
+func BenchmarkSQLiteRecallIndex(b *testing.B) {
+	storetest.Bench(b, func(tb testing.TB, ns string) (store.Store, error) {
+		return sqlitestore.Open(context.Background(), filepath.Join(tb.TempDir(), "bench.db"), sqlitestore.WithNamespace(ns), sqlitestore.WithRecallIndex())
 	})
 }

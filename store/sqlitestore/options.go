@@ -18,6 +18,7 @@ type config struct {
 	synchronous string
 	maxConns    int
 	readOnly    bool // WithReadOnly
+	recall      bool // WithRecallIndex
 	// openOnly names the options given that configure a database Open
 	// opens, which New refuses: New's database is the caller's.
 	openOnly []string
@@ -93,6 +94,9 @@ func configure(op string, opts []Option) (config, error) {
 		if err := o(&cfg); err != nil {
 			return config{}, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 		}
+	}
+	if cfg.readOnly && cfg.recall {
+		return config{}, fmt.Errorf("%w: sqlitestore: %s: WithReadOnly with WithRecallIndex: a read-only Store cannot turn the recall index on (open the file once without WithReadOnly; a read-only Store searches the index once it is on)", store.ErrInvalidArgument, op)
 	}
 	return cfg, nil
 }

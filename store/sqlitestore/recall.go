@@ -50,17 +50,49 @@ var recallSchema = []string{
 		ns       TEXT    NOT NULL,
 		day      INTEGER NOT NULL,
 		identity TEXT    NOT NULL,
+		chunk    INTEGER NOT NULL,
 		data     BLOB    NOT NULL,
-		PRIMARY KEY (ns, day, identity)
+		PRIMARY KEY (ns, day, identity, chunk)
 	) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS memstack_recall_days_conv ON memstack_recall_days (ns, identity, day)`,
 	`CREATE TABLE IF NOT EXISTS memstack_recall_meta (
 		id       INTEGER PRIMARY KEY CHECK (id = 1),
+		enabled  INTEGER NOT NULL,
 		complete INTEGER NOT NULL
 	)`,
-	// A file without messages has nothing to index: complete at once.
-	`INSERT OR IGNORE INTO memstack_recall_meta (id, complete)
-		VALUES (1, NOT EXISTS (SELECT 1 FROM memstack_stat))`,
+	`INSERT OR IGNORE INTO memstack_recall_meta (id, enabled, complete) VALUES (1, 0, 0)`,
+}
+
+// enableSQL turns the file's recall index on (WithRecallIndex), once: a
+// file without messages has nothing to index and is complete at once,
+// another is indexed by the backfill.
+const enableSQL = `UPDATE memstack_recall_meta SET enabled = 1, complete = NOT EXISTS (SELECT 1 FROM memstack_stat) WHERE enabled = 0`
+
+// WithRecallIndex turns on the file's recall index (store.RecallSearcher;
+// see "The recall index" in the package documentation): from then on every
+// Store writing the file — with the option or without, in any process —
+// keeps it in its transactions, and a memories.Recall with the default
+// index over the file searches it. The index is the file's: once on, it
+// stays on. Turning it on for a file with messages indexes them in the
+// background. Without it (the default) an Append writes what it wrote
+// before the index existed: the index costs an append several times over
+// (see docs/stores.md). A read-only Store (WithReadOnly) refuses it.
+func WithRecallIndex() Option {
+	return func(c *config) error {
+		c.recall = true
+		return nil
+	}
+}
+
+// indexing reports, in a write transaction, whether the file keeps the
+// recall index: every writer reads it in the transaction it writes in, so
+// a Store of another process that turned it on meanwhile is followed.
+func indexing(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var on bool
+	if err := tx.QueryRowContext(ctx, `SELECT enabled FROM memstack_recall_meta`).Scan(&on); err != nil {
+		return false, fmt.Errorf("recall index: reading whether it is on: %w", err)
+	}
+	return on, nil
 }
 
 // recallTables are the index's tables keyed (ns, identity, …), for the
@@ -121,8 +153,13 @@ func (s *Store) indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pend
 }
 
 // upsertDaysSQL appends opened units' entries to a day row.
-const upsertDaysSQL = `INSERT INTO memstack_recall_days (ns, day, identity, data) VALUES (?, ?, ?, ?)
-	ON CONFLICT (ns, day, identity) DO UPDATE SET data = data || excluded.data`
+const upsertDaysSQL = `INSERT INTO memstack_recall_days (ns, day, identity, chunk, data) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT (ns, day, identity, chunk) DO UPDATE SET data = data || excluded.data`
+
+// daySeqs is how many Seqs one day row covers (its chunk is Seq/daySeqs),
+// so an append never rewrites a long row: a conversation that saves
+// thousands of turns a day has a row per daySeqs of them.
+const daySeqs = 1024
 
 // writeDays files the units opened (their Seqs among seqs, whose times
 // are at) under their days: one row per day and conversation.
@@ -130,8 +167,12 @@ func (s *Store) writeDays(ctx context.Context, tx *sql.Tx, ns, key string, opene
 	if len(opened) == 0 {
 		return nil
 	}
-	byDay := map[int32][]byte{}
-	var days []int32
+	type row struct {
+		day   int32
+		chunk int64
+	}
+	byRow := map[row][]byte{}
+	var rows []row
 	j := 0
 	for _, o := range opened {
 		for j < len(seqs) && seqs[j] < o.Seq {
@@ -144,14 +185,15 @@ func (s *Store) writeDays(ctx context.Context, tx *sql.Tx, ns, key string, opene
 		if d == 0 {
 			continue // no time (a message stored before memstack recorded times)
 		}
-		if _, ok := byDay[d]; !ok {
-			days = append(days, d)
+		r := row{d, o.Seq / daySeqs}
+		if _, ok := byRow[r]; !ok {
+			rows = append(rows, r)
 		}
-		byDay[d] = indexkit.AppendOpened(byDay[d], o)
+		byRow[r] = indexkit.AppendOpened(byRow[r], o)
 	}
 	st := tx.StmtContext(ctx, s.stmtUpDays)
-	for _, d := range days {
-		if _, err := st.ExecContext(ctx, ns, d, key, byDay[d]); err != nil {
+	for _, r := range rows {
+		if _, err := st.ExecContext(ctx, ns, r.day, key, r.chunk, byRow[r]); err != nil {
 			return fmt.Errorf("recall index: writing the units of a day: %w", err)
 		}
 	}
@@ -516,7 +558,11 @@ func (s *Store) startBackfill() {
 	if s.cfg.readOnly {
 		return
 	}
-	if ok, err := s.ready(context.Background()); err == nil && ok {
+	var on, complete bool
+	if err := s.db.QueryRowContext(context.Background(), `SELECT enabled, complete FROM memstack_recall_meta`).Scan(&on, &complete); err != nil || !on || complete {
+		if on && complete {
+			s.recallReady.Store(true)
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -531,20 +577,21 @@ func (s *Store) startBackfill() {
 	}()
 }
 
-// ready reports whether the file's index is complete, reading the
-// meta row until it is (it never becomes incomplete again).
+// ready reports whether the file keeps the index and it is complete,
+// reading the meta row until it is (it never becomes off or incomplete
+// again).
 func (s *Store) ready(ctx context.Context) (bool, error) {
 	if s.recallReady.Load() {
 		return true, nil
 	}
-	var complete bool
-	if err := s.db.QueryRowContext(ctx, `SELECT complete FROM memstack_recall_meta`).Scan(&complete); err != nil {
+	var on, complete bool
+	if err := s.db.QueryRowContext(ctx, `SELECT enabled, complete FROM memstack_recall_meta`).Scan(&on, &complete); err != nil {
 		return false, err
 	}
-	if complete {
+	if on && complete {
 		s.recallReady.Store(true)
 	}
-	return complete, nil
+	return on && complete, nil
 }
 
 // Upper bounds of a conversation's key range: key itself only.

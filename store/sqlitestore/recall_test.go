@@ -82,7 +82,7 @@ func waitReady(t *testing.T, s *sqlitestore.Store) {
 func TestRecallBackfillResumes(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v3.db")
-	s := open(t, path)
+	s := open(t, path, sqlitestore.WithRecallIndex())
 	var users []string
 	var convs []memstack.Identity
 	words := []string{"invoice refund", "paris hotel", "battery charger", "seat window", "visa passport"}
@@ -109,7 +109,7 @@ func TestRecallBackfillResumes(t *testing.T) {
 			close(stopped)
 		}
 	})
-	s = open(t, path)
+	s = open(t, path, sqlitestore.WithRecallIndex())
 	<-stopped
 	_, err := s.SearchRecall(ctx, store.RecallScope{Scope: store.UserScope("acme", "u0")}, indexkit.Query{Terms: []string{"invoic"}, K: 3})
 	require.ErrorIs(t, err, store.ErrRecallNotReady, "searching a file not yet indexed")
@@ -125,7 +125,7 @@ func TestRecallBackfillResumes(t *testing.T) {
 	// The next Open goes on; appends meanwhile.
 	restore = sqlitestore.SetBackfill(30, nil)
 	defer restore()
-	s = open(t, path)
+	s = open(t, path, sqlitestore.WithRecallIndex())
 	extra := memstack.Identity{Tenant: "acme", User: "u1", Conversation: "new"}
 	for _, id := range []memstack.Identity{convs[0], convs[len(convs)-1], extra} {
 		require.NoError(t, s.Append(ctx, id, llms.HumanChatMessage{Content: "invoice refund for the paris hotel"}, llms.AIChatMessage{Content: "refund sent"}))
@@ -138,7 +138,7 @@ func TestRecallBackfillResumes(t *testing.T) {
 	// The same messages indexed afresh (the whole file by the backfill)
 	// rank the same.
 	makeV3(t, path)
-	s = open(t, path)
+	s = open(t, path, sqlitestore.WithRecallIndex())
 	waitReady(t, s)
 	assert.Equal(t, searchAll(t, s, users, append(convs, extra)), got)
 }
@@ -152,7 +152,7 @@ func TestRecallBackfillResumes(t *testing.T) {
 func TestRecallCorruptIndexRowsAreRebuilt(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "corrupt.db")
-	s := open(t, path)
+	s := open(t, path, sqlitestore.WithRecallIndex())
 	x := memstack.Identity{Tenant: "t", User: "u", Conversation: "x"}
 	y := memstack.Identity{Tenant: "t", User: "v", Conversation: "y"}
 	for i := range 10 {
@@ -186,7 +186,7 @@ func TestRecallCorruptIndexRowsAreRebuilt(t *testing.T) {
 		t.Helper()
 		require.NoError(t, s.Close())
 		makeV3(t, path)
-		s = open(t, path)
+		s = open(t, path, sqlitestore.WithRecallIndex())
 		waitReady(t, s)
 		return search(s)
 	}
@@ -217,7 +217,7 @@ func TestRecallSearchNeverTakesTheWriteLock(t *testing.T) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(2000)&_txlock=immediate")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	s, err := sqlitestore.New(db)
+	s, err := sqlitestore.New(db, sqlitestore.WithRecallIndex())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	id := memstack.Identity{Tenant: "t", User: "u", Conversation: "c"}
@@ -233,4 +233,53 @@ func TestRecallSearchNeverTakesTheWriteLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, hits, 1)
 	assert.Less(t, time.Since(start), time.Second, "the search waited for the write lock")
+}
+
+// TestRecallIndexIsTheFiles: without WithRecallIndex a file keeps no
+// recall index (an Append writes no index row, SearchRecall says
+// ErrRecallNotReady); a Store opening it with the option turns it on for
+// the file — the messages already there are indexed in the background —
+// and from then on every Store on the file keeps it, also one opened
+// without the option (another process), whose appends are found.
+func TestRecallIndexIsTheFiles(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "off.db")
+	a := open(t, path)
+	c1 := memstack.Identity{Tenant: "t", User: "u", Conversation: "c1"}
+	c2 := memstack.Identity{Tenant: "t", User: "u", Conversation: "c2"}
+	require.NoError(t, a.Append(ctx, c1, llms.HumanChatMessage{Content: "the invoice for paris"}, llms.AIChatMessage{Content: "sent"}))
+	db := rawDB(t, path)
+	for _, table := range []string{"memstack_recall_conv", "memstack_recall_units", "memstack_recall_terms", "memstack_recall_days"} {
+		var n int
+		require.NoError(t, db.QueryRow(`SELECT count(*) FROM `+table).Scan(&n))
+		assert.Zero(t, n, "%s: rows written with the index off", table)
+	}
+	user := store.RecallScope{Scope: store.UserScope("t", "u")}
+	q := indexkit.Query{Terms: indexkit.QueryTerms("invoice paris lisbon"), Near: [2]float64{0.5, 0.25}, K: 10}
+	_, err := a.SearchRecall(ctx, user, q)
+	require.ErrorIs(t, err, store.ErrRecallNotReady)
+
+	b := open(t, path, sqlitestore.WithRecallIndex())
+	waitReady(t, b)
+	require.NoError(t, a.Append(ctx, c1, llms.HumanChatMessage{Content: "and the lisbon invoice"}))
+	require.NoError(t, a.Append(ctx, c2, llms.HumanChatMessage{Content: "lisbon, in a new conversation"}))
+	got, err := b.SearchRecall(ctx, user, q)
+	require.NoError(t, err)
+	require.Len(t, got, 4, "every turn, the ones the Store without the option appended too")
+	again, err := a.SearchRecall(ctx, user, q)
+	require.NoError(t, err, "the Store without the option searches the file's index too")
+	assert.Equal(t, got, again)
+
+	// What a fresh index of the same messages finds.
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	makeV3(t, path)
+	c := open(t, path, sqlitestore.WithRecallIndex())
+	waitReady(t, c)
+	fresh, err := c.SearchRecall(ctx, user, q)
+	require.NoError(t, err)
+	assert.Equal(t, fresh, got)
+
+	_, err = sqlitestore.Open(ctx, path, sqlitestore.WithReadOnly(), sqlitestore.WithRecallIndex())
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
 }

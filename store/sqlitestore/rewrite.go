@@ -45,14 +45,18 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	key := id.Key()
 	var removed int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// The index is rebuilt from what the conversation holds after:
-		// if it had an index state, or had no messages (a conversation
-		// that predates the index is the backfill's).
+		// The index follows the rewrite if the conversation has an index
+		// state, or had no messages and the file keeps the index (a
+		// conversation that predates the index is the backfill's).
 		_, indexed, err := readConv(ctx, tx, s.ns, key)
 		if err != nil {
 			return err
 		}
-		if !indexed {
+		on, err := indexing(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if !indexed && on {
 			var count int64
 			err := tx.QueryRowContext(ctx, `SELECT count FROM memstack_stat WHERE ns = ? AND identity = ?`, s.ns, key).Scan(&count)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -158,6 +158,11 @@ func (s *Store) migrate(ctx context.Context) func(*sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO memstack_namespaces (ns) VALUES (?)`, s.ns); err != nil {
 			return fmt.Errorf("registering namespace %q: %w", s.ns, err)
 		}
+		if s.cfg.recall {
+			if _, err := tx.ExecContext(ctx, enableSQL); err != nil {
+				return fmt.Errorf("turning the recall index on: %w", err)
+			}
+		}
 		return nil
 	}
 }

@@ -292,6 +292,7 @@ type Store struct {
 	// recallReady: the file's recall index is complete (see recall.go);
 	// stopBackfill stops a background backfill and waits for it.
 	recallReady  atomic.Bool
+	indexOn      atomic.Bool // the file kept the recall index at this Store's last append
 	stopBackfill func()
 	backfillErr  atomic.Pointer[error] // why the background backfill stopped
 

@@ -168,6 +168,11 @@ func testRecallSearch(t *testing.T, e *env) {
 	s := e.store()
 	rs := optional[store.RecallSearcher](t, s, "store.RecallSearcher")
 	ctx := e.ctx
+	if _, err := rs.SearchRecall(ctx, store.RecallScope{Scope: store.UserScope(e.tenant(), "u1")}, indexkit.Query{Terms: []string{"x"}, K: 1}); errors.Is(err, store.ErrRecallNotReady) {
+		// A backend whose index is off in this configuration (sqlitestore
+		// without WithRecallIndex) has none to check.
+		t.Skipf("%T keeps no recall index in this configuration: %v", s, err)
+	}
 	tenant := e.tenant()
 	id := func(tenant, user, c string) memstack.Identity {
 		return memstack.Identity{Tenant: tenant, User: user, Conversation: c}
