@@ -271,11 +271,11 @@ func renderUsers(b *strings.Builder, r *results) {
 		return
 	}
 	p("\n%s\n\n", headUsers)
-	p("One user with N conversations of %d messages each in the store; a stack `RecentN(6)` + `Recall()` (which searches every conversation of the user) under `combined.WithTokenBudget(1000)` loads in a new conversation of that user: the first load of the process (cold: it lists the user's conversations and indexes them), then %d budgeted loads, each with another question. Saves: `SaveContext` of a user-scoped `Recall` and of a conversation-scoped one, alternating, p50; the ratio is what user-level memory costs a save (nothing more over a store with a change feed, SQLite and Redis; a recall-journal entry in the same atomic write over PostgreSQL; a second write in memory).\n\n", userRecallMessages, r.cfg.windowSamples)
-	p("| backend | conversations | cold first load | load p50 | load p95 | save, user scope | save, conversation scope | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("One user with N conversations of %d messages each in the store; a stack `RecentN(6)` + `Recall()` (which searches every conversation of the user) under `combined.WithTokenBudget(1000)` loads in a new conversation of that user: the first load of a fresh stack, as a new process's (cold, p50 and p95 of %d fresh stacks: over an in-process index it lists the user's conversations and indexes them; over SQLite, whose recall index is in the file, it searches the file), then %d budgeted loads, each with another question. Saves: `SaveContext` of a user-scoped `Recall` and of a conversation-scoped one, alternating, p50; the ratio is what user-level memory costs a save (nothing more over a store with a change feed, SQLite and Redis; a recall-journal entry in the same atomic write over PostgreSQL; a second write in memory).\n\n", userRecallMessages, coldSamples, r.cfg.windowSamples)
+	p("| backend | conversations | cold first load p50 | cold p95 | load p50 | load p95 | save, user scope | save, conversation scope | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.stores {
 		for _, u := range s.users {
-			p("| %s | %s | %s | %s | %s | %s | %s | %.2f× |\n", s.backend, fmtCount(u.conversations), fmtDur(u.cold), fmtDur(u.loadP50), fmtDur(u.loadP95),
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f× |\n", s.backend, fmtCount(u.conversations), fmtDur(u.coldP50), fmtDur(u.coldP95), fmtDur(u.loadP50), fmtDur(u.loadP95),
 				fmtDur(u.saveUser), fmtDur(u.saveConv), float64(u.saveUser)/float64(u.saveConv))
 		}
 	}

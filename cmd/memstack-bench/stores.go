@@ -33,6 +33,7 @@ type storeRow struct {
 const (
 	backendInMemory = "in-memory (store.InMemory)"
 	backendSQLite   = "SQLite (sqlitestore)"
+	backendSQLiteRI = "SQLite, recall index on (sqlitestore.WithRecallIndex)"
 	backendRedis    = "Redis (redisstore)"
 	backendPostgres = "PostgreSQL (pgstore)"
 )
@@ -64,21 +65,15 @@ func storeBackends() []storeBackend {
 			},
 		},
 		{
-			name:  backendSQLite,
-			setup: "a new file in a temporary directory, default options (WAL, synchronous=NORMAL)",
-			open: func(ctx context.Context) (store.Store, string, func(), error) {
-				dir, err := os.MkdirTemp("", "memstack-bench-sqlite-")
-				if err != nil {
-					return nil, "", nil, err
-				}
-				s, err := sqlitestore.Open(ctx, filepath.Join(dir, "bench.db"))
-				if err != nil {
-					_ = os.RemoveAll(dir)
-					return nil, "", nil, err
-				}
-				return s, dir, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
-			},
+			name:    backendSQLite,
+			setup:   "a new file in a temporary directory, default options (WAL, synchronous=NORMAL)",
+			open:    openSQLite(),
 			minimal: minimalSQLite,
+		},
+		{
+			name:  backendSQLiteRI,
+			setup: "the same, with the recall index kept in the file (WithRecallIndex): a Recall searches the file",
+			open:  openSQLite(sqlitestore.WithRecallIndex()),
 		},
 		{
 			name:   backendRedis,
@@ -206,8 +201,8 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 				return nil, fmt.Errorf("measuring user-level recall on the %s store: %w", b.name, err)
 			}
 			for _, u := range us {
-				fmt.Fprintf(progress, "stores: %-28s user with %d conversations: cold load %v, load p50 %v, p95 %v, save %v (conversation-scoped %v)\n",
-					b.name, u.conversations, u.cold, u.loadP50, u.loadP95, u.saveUser, u.saveConv)
+				fmt.Fprintf(progress, "stores: %-28s user with %d conversations: cold load p50 %v, p95 %v, load p50 %v, p95 %v, save %v (conversation-scoped %v)\n",
+					b.name, u.conversations, u.coldP50, u.coldP95, u.loadP50, u.loadP95, u.saveUser, u.saveConv)
 			}
 			row.users = us
 		}
@@ -215,4 +210,20 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// openSQLite opens a new SQLite file in a temporary directory with opts.
+func openSQLite(opts ...sqlitestore.Option) func(ctx context.Context) (store.Store, string, func(), error) {
+	return func(ctx context.Context) (store.Store, string, func(), error) {
+		dir, err := os.MkdirTemp("", "memstack-bench-sqlite-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		s, err := sqlitestore.Open(ctx, filepath.Join(dir, "bench.db"), opts...)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, "", nil, err
+		}
+		return s, dir, func() { _ = s.Close(); _ = os.RemoveAll(dir) }, nil
+	}
 }
