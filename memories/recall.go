@@ -146,6 +146,23 @@ type RecallEvent struct {
 // and refuses an embedder of another space with an error wrapping
 // retrieval.ErrSpaceMismatch rather than mix vector spaces.
 //
+// # The index in the database
+//
+// A store may keep the lexical index beside its messages
+// (store.RecallSearcher: sqlitestore with WithRecallIndex), written in
+// each append's transaction. A Recall with the default index over such a
+// store searches it instead of building its own: a save indexes nothing
+// in process, and a load asks the store — a process's first load of a
+// user costs a search of the database, not a read of the user's history,
+// and every replica searches what every replica saved. The store ranks as
+// the default index does (the same tokenizer, BM25 and neighbour
+// weights; over a user's conversations a unit's neighbours are those of
+// its own conversation), and answers dated questions from its own day
+// index. Until the store's index is complete (a database with older
+// messages is indexed in the background) the Recall indexes in process
+// as over any store. With WithIndex, WithVector or WithHybrid it never
+// searches the store's index.
+//
 // # Loading
 //
 // The query is the current input: the entry of the inputs map chosen as

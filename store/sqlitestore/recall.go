@@ -305,17 +305,34 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 		return fmt.Errorf("recall index: reading unit entries: %w", err)
 	}
 	var all []byte
+	// Chunks the removal empties are deleted with one range delete per
+	// table (they come first: chunks follow Seqs); a chunk it cuts is
+	// filtered.
+	emptied, prefix := int64(-1), true
 	for _, c := range chunks {
 		kept, err := indexkit.DropThrough(c.data, false, through)
 		if err != nil {
 			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", errCorruptIndex, key, c.chunk, err)
 		}
 		all = append(all, kept...)
-		if len(kept) == len(c.data) {
+		switch {
+		case len(kept) == len(c.data):
+			prefix = false
+			continue
+		case len(kept) == 0 && prefix:
+			emptied = c.chunk
 			continue
 		}
+		prefix = false
 		if err := trimChunk(ctx, tx, ns, key, c.chunk, kept, through); err != nil {
 			return err
+		}
+	}
+	if emptied >= 0 {
+		for _, table := range []string{"memstack_recall_units", "memstack_recall_terms"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE ns = ? AND identity = ? AND chunk <= ?`, ns, key, emptied); err != nil {
+				return fmt.Errorf("recall index: deleting emptied chunks: %w", err)
+			}
 		}
 	}
 	st, err = indexkit.Rebuild(all, st.Msgs)

@@ -114,9 +114,13 @@
 //
 // # The recall index
 //
-// The memstack_recall_* tables (version 4) are memories.Recall's lexical
-// index, kept beside the messages (package indexkit; store.RecallSearcher):
-// each Append writes its messages' unit entries and postings — tokenised
+// The memstack_recall_* tables (version 4) can hold memories.Recall's
+// lexical index beside the messages (package indexkit;
+// store.RecallSearcher). It is the file's, off until a Store opens the
+// file with WithRecallIndex; from then on every Store writing the file
+// keeps it (each reads whether it is on in the transaction it writes in),
+// and a Recall with the default index searches it. While it is on, each
+// Append writes its messages' unit entries and postings — tokenised
 // before the transaction, appended to chunk rows with SQL's || so an
 // append writes what it adds — and its conversation's small state, in
 // its own transaction; Clear, Forget and ForgetScope delete them in
@@ -127,14 +131,19 @@
 // entries of the conversations they name, and ranks in Go exactly as the
 // in-process retrieval.BM25 ranks (indexkit's tests and storetest's
 // RecallSearch case check it). Every process on the file searches what
-// every process saved. A file of version 3 or older is indexed after the
-// migration in the background (a few thousand messages a transaction,
+// every process saved; RecallDated lists a scope's units of a day from
+// memstack_recall_days. When the index is turned on for a file with
+// messages (or a file of an older version is migrated with it on), they
+// are indexed in the background (a few thousand messages a transaction,
 // each conversation whole, so appends wait briefly), resumably: Close
 // stops it and the next Open goes on from the conversations without a
 // state. Meanwhile appends index the conversations indexed already and
 // new ones, and SearchRecall returns an error wrapping
 // store.ErrRecallNotReady. The index adds about the size of the messages
-// again (100,000 benchmark-corpus messages: a 52 MiB file).
+// again (100,000 benchmark-corpus messages: a 52 MiB file), and an append
+// writes a row per distinct word of its messages: several times the cost
+// of an append without it (BenchmarkSQLiteRecallIndex against
+// BenchmarkSQLite), which is why it is off by default.
 //
 // Version 2 added memstack_stat; version 3 the unit column and the two
 // partial indexes; version 4 the recall index. A file of version 1 or 2 is migrated by the first Open
