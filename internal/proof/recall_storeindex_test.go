@@ -2,6 +2,7 @@ package proof_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -15,7 +16,9 @@ import (
 	"github.com/memstack/memstack/internal/benchcorpus"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/sqlitestore"
+	"github.com/tmc/langchaingo/llms"
 )
 
 // TestRecall_SQLiteSearchesItsOwnIndex: a Recall with the default index
@@ -37,7 +40,13 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 				t.Cleanup(func() { _ = sq.Close() })
 				opts := []memories.RecallOption{memories.WithRecallUnit(unit), memories.WithRecallScope(scope), memories.WithK(4)}
 				inProcess := newUserRecall(t, store.NewInMemory(), opts...)
-				inDB := newUserRecall(t, sq, opts...)
+				var mu sync.Mutex
+				ops := map[string]int{}
+				inDB := newUserRecall(t, sq, append(opts, memories.WithRecallHook(func(e memories.RecallEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					ops[e.Op] += max(e.Exchanges, 1)
+				}))...)
 				id := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "c1"}
 				for i := range 120 {
 					at := memstack.WithIdentity(memstack.WithTime(ctx, start.Add(time.Duration(i)*time.Minute)), id)
@@ -49,9 +58,51 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 					input := benchcorpus.Human(1000 + 37*q)
 					assert.Equal(t, recalled(t, inProcess, id, input), recalled(t, inDB, id, input), "query %q", input)
 				}
+				mu.Lock()
+				assert.Zero(t, ops[memories.RecallOpIndex], "the Recall over the file indexed in process")
+				assert.Positive(t, ops[memories.RecallOpSearch], "the Recall over the file searched it")
+				mu.Unlock()
 			})
 		}
 	}
+
+	// A question naming a date, in a new conversation of the user: the
+	// store's day index brings that day's turns of the user's earlier
+	// conversation, which share no word with the question, as the
+	// in-process day index does.
+	t.Run("dated", func(t *testing.T) {
+		for _, unit := range []memories.RecallUnit{memories.RecallTurns, memories.RecallExchanges} {
+			path := filepath.Join(t.TempDir(), fmt.Sprint("dated-", unit, ".db"))
+			sq, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sq.Close() })
+			inProcess := newUserRecall(t, store.NewInMemory(), memories.WithRecallUnit(unit))
+			inDB := newUserRecall(t, sq, memories.WithRecallUnit(unit))
+			zone := time.FixedZone("UTC-7", -7*3600)
+			earlier := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "march"}
+			for i := range 30 {
+				day := time.Date(2026, 3, 1+i/10, 23, i, 0, 0, zone) // late evening: another UTC day
+				human, ai := benchcorpus.Human(i), benchcorpus.AI(i)
+				if i == 14 {
+					// The one turn of its day.
+					day = time.Date(2026, 3, 5, 23, 0, 0, 0, zone)
+					human, ai = "We picked the blue logo for the Porto shop.", "Blue logo it is."
+				}
+				at := memstack.WithIdentity(memstack.WithTime(ctx, day), earlier)
+				for _, m := range []*memories.Recall{inProcess, inDB} {
+					require.NoError(t, m.SaveContext(at, map[string]any{"input": human}, map[string]any{"output": ai}))
+				}
+			}
+			now := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "today"}
+			for _, q := range []string{"What did we settle on 5 March 2026?", "Remind me what happened in March 2026"} {
+				got := recalled(t, inDB, now, q)
+				assert.Equal(t, recalled(t, inProcess, now, q), got, "%s: %q", unit, q)
+				if q[0] == 'W' {
+					assert.Contains(t, got, "blue logo", "%s: the day's turns", unit)
+				}
+			}
+		}
+	})
 
 	// Another process: a Store and a Recall of their own over the file.
 	path := filepath.Join(t.TempDir(), "replicas.db")
@@ -87,4 +138,89 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 	mu.Lock()
 	assert.Zero(t, indexed, "the second replica indexed units in process")
 	mu.Unlock()
+}
+
+// TestRecall_StoreIndexFailuresNeverFailTheChain: a search of the store's
+// index that fails — a row that does not decode, a timeout — is reported
+// and the load goes on without hits, as a failed in-process search does.
+func TestRecall_StoreIndexFailuresNeverFailTheChain(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "failing.db")
+	sq, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sq.Close() })
+	var mu sync.Mutex
+	var failed []error
+	m := newUserRecall(t, sq, memories.WithRecallHook(func(e memories.RecallEvent) {
+		if e.Err != nil {
+			mu.Lock()
+			failed = append(failed, e.Err)
+			mu.Unlock()
+		}
+	}))
+	a := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "a"}
+	b := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "b"}
+	saveTurn(t, m, a, "The Lisbon lease renews in March.", "Noted.")
+	saveTurn(t, m, b, "The Porto lease renews in June.", "Noted.")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`UPDATE memstack_recall_conv SET state = X'02' WHERE identity = ?`, b.Key())
+	require.NoError(t, err)
+	got := recalled(t, m, a, "When does the Lisbon lease renew?") // no error: recalled requires none
+	assert.NotContains(t, got, "Porto")
+	mu.Lock()
+	require.NotEmpty(t, failed, "the failed search was reported")
+	assert.ErrorIs(t, failed[0], store.ErrCorrupt)
+	mu.Unlock()
+
+	short := newUserRecall(t, sq, memories.WithRecallTimeout(time.Nanosecond))
+	_ = recalled(t, short, a, "When does the Lisbon lease renew?") // a timed-out search: no error either
+}
+
+// notReady is a store whose recall index is never ready: a Recall over it
+// works as over any store (its in-process index and, without a change
+// feed, the user's recall journal).
+type notReady struct{ *store.InMemory }
+
+func (notReady) SearchRecall(context.Context, store.RecallScope, indexkit.Query) ([]store.RecallHit, error) {
+	return nil, store.ErrRecallNotReady
+}
+
+func (notReady) RecallDated(context.Context, store.RecallScope, indexkit.Kind, int32, int32) ([]store.RecallHit, error) {
+	return nil, store.ErrRecallNotReady
+}
+
+// TestRecall_StoreIndexNotReadyKeepsTheJournal: until a store's index is
+// ready a user-scoped Recall over a store without a change feed records
+// its saves in the user's journal, so another replica's warm index sees
+// them.
+func TestRecall_StoreIndexNotReadyKeepsTheJournal(t *testing.T) {
+	st := notReady{store.NewInMemory()}
+	ra, rb := newUserRecall(t, st), newUserRecall(t, st)
+	old := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "earlier"}
+	next := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "today"}
+	saveTurn(t, ra, old, "We settled it: the Lisbon office renews the lease in March.", "Noted.")
+	saveTurn(t, rb, next, "Hello again", "Hi Ana")
+	assert.Contains(t, recalled(t, rb, next, "When does the Lisbon lease renew?"), "Lisbon office renews")
+	saveTurn(t, ra, old, "Also: the Porto warehouse closes in June.", "Noted: Porto closes in June.")
+	assert.Contains(t, recalled(t, rb, next, "When does the Porto warehouse close?"), "Porto warehouse closes in June")
+}
+
+// TestRecall_StoreIndexShowsNoDerivedConversation: a derived conversation
+// of the user (the recall journal, written by an older version or by
+// hand) is in the file's index like any other, and never shown.
+func TestRecall_StoreIndexShowsNoDerivedConversation(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "derived.db"), sqlitestore.WithRecallIndex())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sq.Close() })
+	journal := memstack.Identity{Tenant: "acme", User: "ana", Conversation: memories.RecallJournalConversation}
+	require.NoError(t, sq.Append(ctx, journal, llms.HumanChatMessage{Content: `["ana","lisbon-lease-march"]`}))
+	m := newUserRecall(t, sq)
+	here := memstack.Identity{Tenant: "acme", User: "ana", Conversation: "today"}
+	saveTurn(t, m, here, "Hello", "Hi")
+	for _, q := range []string{"lisbon lease march", "What happened in " + time.Now().Format("January 2006") + "?"} {
+		assert.NotContains(t, recalled(t, m, here, q), "lisbon-lease-march", q)
+	}
 }

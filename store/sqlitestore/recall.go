@@ -335,6 +335,11 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 			}
 		}
 	}
+	// Day rows whose Seqs the removal took all of (a row's are below
+	// (chunk+1)·daySeqs); a row it cut keeps entries a reader skips.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_recall_days WHERE ns = ? AND identity = ? AND chunk < ?`, ns, key, (through+1)/daySeqs); err != nil {
+		return fmt.Errorf("recall index: deleting the days of removed units: %w", err)
+	}
 	st, err = indexkit.Rebuild(all, st.Msgs)
 	if err != nil {
 		return fmt.Errorf("%w: recall index of %s: %w", errCorruptIndex, key, err)

@@ -234,10 +234,24 @@ func testRecallSearch(t *testing.T, e *env) {
 					got, err := rs.RecallDated(ctx, in.scope, kind, days[0], days[1])
 					require.NoError(t, err)
 					var keys []unitKey
+					stored := map[unitKey]time.Time{}
+					for _, c := range in.convs {
+						recs, err := s.All(ctx, c)
+						require.NoError(t, err)
+						for _, u := range recallUnits(recs, kind) {
+							stored[unitKey{c.Key(), u.seq}] = u.at
+						}
+					}
 					for _, h := range got {
 						// A unit no longer stored may be named: the
-						// reader checks; every unit stored must be.
-						keys = append(keys, unitKey{h.ID.Key(), h.Seq})
+						// reader checks; every unit stored must be,
+						// and one stored must be of the days asked.
+						k := unitKey{h.ID.Key(), h.Seq}
+						keys = append(keys, k)
+						if at, ok := stored[k]; ok {
+							d := indexkit.DayKey(at)
+							require.True(t, d >= days[0] && d <= days[1], "RecallDated(%s, %s, %v): unit %v is of day %d", in.scope, kind, days, k, d)
+						}
 					}
 					for _, w := range want {
 						require.Contains(t, keys, w, "RecallDated(%s, %s, %v): a unit of the day missing", in.scope, kind, days)

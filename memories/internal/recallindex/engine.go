@@ -120,11 +120,12 @@ type Engine struct {
 	feed store.ChangeFeed
 	// searcher is Config.Searcher; storeOn, that it has answered (its
 	// index is complete).
-	searcher store.RecallSearcher
-	storeOn  atomic.Bool
-	entries  *worker.Registry[identity, recallEntry]
-	scopes   *worker.Registry[string, recallScopeEntry]
-	journalN atomic.Int64 // journal entries written, to trim now and then
+	searcher   store.RecallSearcher
+	storeOn    atomic.Bool
+	storeAsked atomic.Int64 // when the store last said its index is not ready (UnixNano)
+	entries    *worker.Registry[identity, recallEntry]
+	scopes     *worker.Registry[string, recallScopeEntry]
+	journalN   atomic.Int64 // journal entries written, to trim now and then
 }
 
 // New returns an Engine for c.

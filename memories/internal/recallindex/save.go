@@ -22,7 +22,7 @@ import (
 // and retried later (nil is returned); a permanent one is returned,
 // wrapped.
 func (x *Engine) Saved(ctx context.Context, id identity, what string, journaled bool) error {
-	if on, _ := x.storeSearching(ctx, id); on {
+	if x.storeSearching(ctx, id) {
 		return nil // the store indexed the save in its transaction
 	}
 	e := x.acquire(id)

@@ -113,7 +113,7 @@ func (x *Engine) scoped() bool { return x.cfg.Scope != ScopeConversation }
 
 // journals reports whether saves record themselves in the scope's journal:
 // a scope wider than the conversation over a store without a change feed.
-func (x *Engine) journals() bool { return x.scoped() && x.feed == nil && x.searcher == nil }
+func (x *Engine) journals() bool { return x.scoped() && x.feed == nil && !x.storeOn.Load() }
 
 // ns is the index scope (retrieval's namespace) id's units are kept under:
 // the conversation's Key, or the user's or tenant's key prefix, marked.

@@ -11,6 +11,7 @@ import (
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
+	"github.com/memstack/memstack/store/storekit"
 )
 
 // The store's own index (Config.Searcher): a store.RecallSearcher keeps
@@ -22,28 +23,42 @@ import (
 // still read (incrementally, as for the in-process index) for the recent
 // window and the view; another conversation's only when it has hits.
 //
-// Until the store has answered once (a migrated database may still be
+// Until the store has answered once (its index off, or a database still
 // indexing its older messages: store.ErrRecallNotReady) the Engine works
-// as over any store, with its in-process index; from the first answer on
-// (completeness never goes back) it searches the store.
+// as over any store, with its in-process index (and the scope's journal
+// over a store without a change feed); from the first answer on (an index
+// on and complete stays so) it searches the store. It asks at most once a
+// storeRecheck, so a store whose index is off costs a save or a load
+// nothing more.
+//
+// A search of the store that fails (a row that does not decode, a
+// timeout) is reported and the load goes on without hits, as a failed
+// in-process search does: recall never fails the caller's chain for it.
+
+// storeRecheck is how long an Engine goes on with its in-process index
+// after the store said its index is not ready, before it asks again.
+const storeRecheck = time.Second
 
 // storeSearching reports whether loads search the store's index and
-// saves index nothing, asking the store the first time (an empty search,
-// which reads no index) whether its index is complete.
-func (x *Engine) storeSearching(ctx context.Context, id identity) (bool, error) {
+// saves index nothing, asking the store (an empty search, which reads no
+// index) until it answers.
+func (x *Engine) storeSearching(ctx context.Context, id identity) bool {
 	if x.searcher == nil {
-		return false, nil
+		return false
 	}
 	if x.storeOn.Load() {
-		return true, nil
+		return true
 	}
-	if _, err := x.searchStore(ctx, id, "", 1); errors.Is(err, store.ErrRecallNotReady) {
-		return false, nil
-	} else if err != nil {
-		return false, err
+	now := time.Now().UnixNano()
+	if last := x.storeAsked.Load(); last != 0 && now-last < int64(storeRecheck) {
+		return false
+	}
+	x.storeAsked.Store(now)
+	if _, err := x.searchStore(ctx, id, "", 1); err != nil {
+		return false // not ready, or failing: in process, asked again later
 	}
 	x.storeOn.Store(true)
-	return true, nil
+	return true
 }
 
 // searchStore asks the store for the k best units of id's scope (its
@@ -70,9 +85,7 @@ func (x *Engine) searchStore(ctx context.Context, id identity, query string, k i
 // loadFromStore is Load over the store's index; ok is false when the
 // store's index is not complete yet (the caller loads as over any store).
 func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ View, ok bool, err error) {
-	if on, err := x.storeSearching(ctx, id); err != nil {
-		return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
-	} else if !on {
+	if !x.storeSearching(ctx, id) {
 		return View{}, false, nil
 	}
 	e := x.acquire(id)
@@ -111,13 +124,15 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 	if q.Date != nil {
 		from, to := q.Date.keys()
 		dctx, cancel := x.indexCtx(ctx)
+		start := time.Now()
 		dated, err = x.searcher.RecallDated(dctx, store.RecallScope{Scope: x.storeScope(id)}, x.kind(), from, to)
 		cancel()
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, true, fmt.Errorf("memstack: %w", cerr)
 			}
-			return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
+			x.report(id, OpSearch, 0, time.Since(start), err) // transient: no dated units
+			dated = nil
 		}
 	}
 	ask := q.Want + len(exs) - first
@@ -155,7 +170,7 @@ func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []U
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, fmt.Errorf("memstack: %w", cerr)
 			}
-			return View{}, fmt.Errorf("memstack: recall search: %w", err)
+			return v, nil // reported: the view without hits
 		}
 		v.Hits, v.Top = v.Hits[:0], 0
 		if len(hits) > 0 {
@@ -180,7 +195,10 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 	if strings.TrimSpace(q.Text) != "" {
 		var err error
 		if found, err = x.searchStore(ctx, id, q.Text, ask); err != nil {
-			return View{}, false, err
+			if cerr := ctx.Err(); cerr != nil {
+				return View{}, false, cerr
+			}
+			found = nil // reported: the view without hits
 		}
 	}
 	hits := make([]retrieval.Hit, len(found))
@@ -194,15 +212,22 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 		}
 		return c
 	}
+	// A derived conversation (a recall journal, a user's facts) is no
+	// conversation of the user's: never shown, as in process.
 	for i, h := range found {
 		hits[i] = retrieval.Hit{Seq: int64(i), Score: h.Score}
-		owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq}
+		if !storekit.Derived(h.ID) {
+			owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq}
+		}
 	}
-	dated := make([]int64, len(datedUnits))
+	dated := make([]int64, 0, len(datedUnits))
 	for j, h := range datedUnits {
+		if storekit.Derived(h.ID) {
+			continue
+		}
 		doc := -int64(j) - 1
 		owners[doc] = recallOwner{conv: conv(h.ID), seq: h.Seq}
-		dated[j] = doc
+		dated = append(dated, doc)
 	}
 	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, 0, false)
 }
