@@ -283,25 +283,8 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 	if err != nil || !ok {
 		return err
 	}
-	type chunkRow struct {
-		chunk int64
-		data  []byte
-	}
-	var chunks []chunkRow
-	rows, err := tx.QueryContext(ctx, `SELECT chunk, data FROM memstack_recall_units WHERE ns = ? AND identity = ? ORDER BY chunk`, ns, key)
+	chunks, err := queryBlobs[int64](ctx, tx, `SELECT chunk, data FROM memstack_recall_units WHERE ns = ? AND identity = ? ORDER BY chunk`, ns, key)
 	if err != nil {
-		return fmt.Errorf("recall index: reading unit entries: %w", err)
-	}
-	for rows.Next() {
-		var c chunkRow
-		if err := rows.Scan(&c.chunk, &c.data); err != nil {
-			rows.Close()
-			return fmt.Errorf("recall index: reading unit entries: %w", err)
-		}
-		chunks = append(chunks, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("recall index: reading unit entries: %w", err)
 	}
 	var all []byte
@@ -312,7 +295,7 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 	for _, c := range chunks {
 		kept, err := indexkit.DropThrough(c.data, false, through)
 		if err != nil {
-			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", errCorruptIndex, key, c.chunk, err)
+			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", errCorruptIndex, key, c.key, err)
 		}
 		all = append(all, kept...)
 		switch {
@@ -320,11 +303,11 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 			prefix = false
 			continue
 		case len(kept) == 0 && prefix:
-			emptied = c.chunk
+			emptied = c.key
 			continue
 		}
 		prefix = false
-		if err := trimChunk(ctx, tx, ns, key, c.chunk, kept, through); err != nil {
+		if err := trimChunk(ctx, tx, ns, key, c.key, kept, through); err != nil {
 			return err
 		}
 	}
@@ -384,34 +367,17 @@ func trimChunk(ctx context.Context, tx *sql.Tx, ns, key string, chunk int64, kep
 	if _, err := tx.ExecContext(ctx, `UPDATE memstack_recall_units SET data = ? WHERE ns = ? AND identity = ? AND chunk = ?`, kept, ns, key, chunk); err != nil {
 		return fmt.Errorf("recall index: rewriting a chunk: %w", err)
 	}
-	type termRow struct {
-		term string
-		data []byte
-	}
-	var terms []termRow
-	rows, err := tx.QueryContext(ctx, `SELECT term, data FROM memstack_recall_terms WHERE ns = ? AND identity = ? AND chunk = ?`, ns, key, chunk)
+	terms, err := queryBlobs[string](ctx, tx, `SELECT term, data FROM memstack_recall_terms WHERE ns = ? AND identity = ? AND chunk = ?`, ns, key, chunk)
 	if err != nil {
-		return fmt.Errorf("recall index: reading postings: %w", err)
-	}
-	for rows.Next() {
-		var t termRow
-		if err := rows.Scan(&t.term, &t.data); err != nil {
-			rows.Close()
-			return fmt.Errorf("recall index: reading postings: %w", err)
-		}
-		terms = append(terms, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("recall index: reading postings: %w", err)
 	}
 	for _, t := range terms {
 		left, err := indexkit.DropThrough(t.data, true, through)
 		if err != nil {
-			return fmt.Errorf("%w: recall index of %s, term %q: %w", errCorruptIndex, key, t.term, err)
+			return fmt.Errorf("%w: recall index of %s, term %q: %w", errCorruptIndex, key, t.key, err)
 		}
 		var q string
-		args := []any{ns, t.term, key, chunk}
+		args := []any{ns, t.key, key, chunk}
 		switch {
 		case len(left) == len(t.data):
 			continue
@@ -678,51 +644,30 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	defer tx.Rollback() //nolint:errcheck // a read
 	convs := map[string]*indexkit.ConvData{}
 	var order []string
-	rows, err := tx.QueryContext(ctx, `SELECT identity, state FROM memstack_recall_conv WHERE ns = ? AND identity >= ? AND identity < ?`, s.ns, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var key string
-		var data []byte
-		if err := rows.Scan(&key, &data); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	err = eachBlob(ctx, tx, func(key string, data []byte) error {
 		d := &indexkit.ConvData{ID: key, Postings: make([][]byte, len(q.Terms))}
 		if err := d.State.UnmarshalBinary(data); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("%w: recall index: the state of %s: %w", errCorruptIndex, key, err)
+			return fmt.Errorf("%w: recall index: the state of %s: %w", errCorruptIndex, key, err)
 		}
 		convs[key] = d
 		order = append(order, key)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT identity, state FROM memstack_recall_conv WHERE ns = ? AND identity >= ? AND identity < ?`, s.ns, lo, hi)
+	if err != nil {
 		return nil, err
 	}
 	if len(order) == 0 {
 		return nil, nil
 	}
 	for i, term := range q.Terms {
-		rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_terms
-			WHERE ns = ? AND term = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, term, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var key string
-			var data []byte
-			if err := rows.Scan(&key, &data); err != nil {
-				rows.Close()
-				return nil, err
-			}
+		err := eachBlob(ctx, tx, func(key string, data []byte) error {
 			if d := convs[key]; d != nil {
 				d.Postings[i] = append(d.Postings[i], data...)
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return nil
+		}, `SELECT identity, data FROM memstack_recall_terms
+			WHERE ns = ? AND term = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, term, lo, hi)
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -732,38 +677,22 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 			need = append(need, key)
 		}
 	}
-	readUnits := func(rows *sql.Rows) error {
-		defer rows.Close()
-		for rows.Next() {
-			var key string
-			var data []byte
-			if err := rows.Scan(&key, &data); err != nil {
-				return err
-			}
-			if d := convs[key]; d != nil && d.HasPostings() {
-				d.Units = append(d.Units, data...)
-			}
+	addUnits := func(key string, data []byte) error {
+		if d := convs[key]; d != nil && d.HasPostings() {
+			d.Units = append(d.Units, data...)
 		}
-		return rows.Err()
+		return nil
 	}
 	if len(need) > 16 && 2*len(need) > len(order) {
 		// Most of the scope: one range.
-		rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
-			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi)
-		if err != nil {
-			return nil, err
-		}
-		if err := readUnits(rows); err != nil {
+		if err := eachBlob(ctx, tx, addUnits, `SELECT identity, data FROM memstack_recall_units
+			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi); err != nil {
 			return nil, err
 		}
 	} else {
 		for _, key := range need {
-			rows, err := tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
-				WHERE ns = ? AND identity = ? ORDER BY chunk`, s.ns, key)
-			if err != nil {
-				return nil, err
-			}
-			if err := readUnits(rows); err != nil {
+			if err := eachBlob(ctx, tx, addUnits, `SELECT identity, data FROM memstack_recall_units
+				WHERE ns = ? AND identity = ? ORDER BY chunk`, s.ns, key); err != nil {
 				return nil, err
 			}
 		}
@@ -829,30 +758,21 @@ func (s *Store) RecallDated(ctx context.Context, in store.RecallScope, kind inde
 }
 
 func (s *Store) recallDated(ctx context.Context, lo, hi string, kind indexkit.Kind, from, to int32) ([]store.RecallHit, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_days
-		WHERE ns = ? AND day >= ? AND day <= ? AND identity >= ? AND identity < ?`, s.ns, from, to, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	seen := map[string][]int64{}
 	var keys []string
-	for rows.Next() {
-		var key string
-		var data []byte
-		if err := rows.Scan(&key, &data); err != nil {
-			return nil, err
-		}
+	err := eachBlob(ctx, s.db, func(key string, data []byte) error {
 		seqs, err := indexkit.OpenedSeqs(data, kind)
 		if err != nil {
-			return nil, fmt.Errorf("%w: recall index: the units of a day of %s: %w", errCorruptIndex, key, err)
+			return fmt.Errorf("%w: recall index: the units of a day of %s: %w", errCorruptIndex, key, err)
 		}
 		if _, ok := seen[key]; !ok {
 			keys = append(keys, key)
 		}
 		seen[key] = append(seen[key], seqs...)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT identity, data FROM memstack_recall_days
+		WHERE ns = ? AND day >= ? AND day <= ? AND identity >= ? AND identity < ?`, s.ns, from, to, lo, hi)
+	if err != nil {
 		return nil, err
 	}
 	slices.Sort(keys)
@@ -869,4 +789,41 @@ func (s *Store) recallDated(ctx context.Context, lo, hi string, kind indexkit.Ki
 		}
 	}
 	return out, nil
+}
+
+// blobRow is a row of a key and a blob value.
+type blobRow[K any] struct {
+	key  K
+	data []byte
+}
+
+// queryBlobs runs query in q and returns its (key, blob) rows.
+func queryBlobs[K any](ctx context.Context, q querier, query string, args ...any) ([]blobRow[K], error) {
+	var out []blobRow[K]
+	err := eachBlob(ctx, q, func(key K, data []byte) error {
+		out = append(out, blobRow[K]{key, data})
+		return nil
+	}, query, args...)
+	return out, err
+}
+
+// eachBlob runs query in q and calls f with each (key, blob) row, in
+// order, until f returns an error.
+func eachBlob[K any](ctx context.Context, q querier, f func(key K, data []byte) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key K
+		var data []byte
+		if err := rows.Scan(&key, &data); err != nil {
+			return err
+		}
+		if err := f(key, data); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
