@@ -662,7 +662,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	for i, term := range q.Terms {
 		err := eachBlob(ctx, tx, func(key string, data []byte) error {
 			if d := convs[key]; d != nil {
-				d.Postings[i] = append(d.Postings[i], data...)
+				d.Postings[i] = appendOwned(d.Postings[i], data)
 			}
 			return nil
 		}, `SELECT identity, data FROM memstack_recall_terms
@@ -679,7 +679,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	}
 	addUnits := func(key string, data []byte) error {
 		if d := convs[key]; d != nil && d.HasPostings() {
-			d.Units = append(d.Units, data...)
+			d.Units = appendOwned(d.Units, data)
 		}
 		return nil
 	}
@@ -826,4 +826,14 @@ func eachBlob[K any](ctx context.Context, q querier, f func(key K, data []byte) 
 		}
 	}
 	return rows.Err()
+}
+
+// appendOwned appends data, a value Scan copied for the caller, to b:
+// the first is kept as it is (most conversations have one chunk), not
+// copied again.
+func appendOwned(b, data []byte) []byte {
+	if b == nil {
+		return data
+	}
+	return append(b, data...)
 }
