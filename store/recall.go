@@ -15,16 +15,18 @@ import (
 // Clear, Forget, ForgetScope, RemovePrefix and Rewrite remove them in
 // theirs, so every process that reads the database searches what every
 // process saved, and a search never returns a unit that is not stored.
-// sqlitestore implements it. A Recall over such a store with the default
-// index searches it (see memories.Recall); over other stores it builds an
+// sqlitestore implements it; its index is on for a file once a Store opens
+// it with WithRecallIndex. A Recall over such a store with the default
+// index searches it while it is on and complete (see memories.Recall, "The
+// index in the database"); otherwise, and over other stores, it builds an
 // in-process index.
 type RecallSearcher interface {
 	// SearchRecall returns the q.K best units of the conversation or
 	// scope in for the query q (see indexkit.Search for the ranking),
-	// best first, in this Store's namespace. While the index of a
-	// database written before the index existed is still being built
-	// (see the backend's documentation) it returns an error wrapping
-	// ErrRecallNotReady. A bad query (an unknown unit kind, a weight
+	// best first, in this Store's namespace. While the store keeps no
+	// index, or the index of messages stored before it was turned on is
+	// still being built (see the backend's documentation), it returns an
+	// error wrapping ErrRecallNotReady. A bad query (an unknown unit kind, a weight
 	// outside [0, 1]) is an error wrapping ErrInvalidArgument.
 	SearchRecall(ctx context.Context, in RecallScope, q indexkit.Query) ([]RecallHit, error)
 	// RecallDated returns the units of kind in the conversation or scope
@@ -63,7 +65,8 @@ type RecallHit struct {
 	Score float64
 }
 
-// ErrRecallNotReady is wrapped by SearchRecall's error while the store's
-// recall index is not complete (a migration still indexing older
-// messages): search another way meanwhile. It wraps errors.ErrUnsupported.
+// ErrRecallNotReady is wrapped by SearchRecall's error while the store
+// keeps no recall index (sqlitestore without WithRecallIndex) or it is not
+// complete (older messages still being indexed): search another way
+// meanwhile. It wraps errors.ErrUnsupported.
 var ErrRecallNotReady = fmt.Errorf("store: the recall index is still being built: %w", errors.ErrUnsupported)
