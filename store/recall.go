@@ -69,4 +69,4 @@ type RecallHit struct {
 // keeps no recall index (sqlitestore without WithRecallIndex) or it is not
 // complete (older messages still being indexed): search another way
 // meanwhile. It wraps errors.ErrUnsupported.
-var ErrRecallNotReady = fmt.Errorf("store: the recall index is still being built: %w", errors.ErrUnsupported)
+var ErrRecallNotReady = fmt.Errorf("store: no complete recall index (it is off, or still being built): %w", errors.ErrUnsupported)
