@@ -15,8 +15,9 @@ import (
 // Clear, Forget, ForgetScope, RemovePrefix and Rewrite remove them in
 // theirs, so every process that reads the database searches what every
 // process saved, and a search never returns a unit that is not stored.
-// sqlitestore implements it; its index is on for a file once a Store opens
-// it with WithRecallIndex. A Recall over such a store with the default
+// sqlitestore and pgstore implement it; the index is on for a file (for a
+// database's tables under a prefix) once a Store opens it with their
+// WithRecallIndex. A Recall over such a store with the default
 // index searches it while it is on and complete (see memories.Recall, "The
 // index in the database"); otherwise, and over other stores, it builds an
 // in-process index.
@@ -66,7 +67,7 @@ type RecallHit struct {
 }
 
 // ErrRecallNotReady is wrapped by SearchRecall's error while the store
-// keeps no recall index (sqlitestore without WithRecallIndex) or it is not
+// keeps no recall index (sqlitestore or pgstore without WithRecallIndex) or it is not
 // complete (older messages still being indexed): search another way
 // meanwhile. It wraps errors.ErrUnsupported.
 var ErrRecallNotReady = fmt.Errorf("store: no complete recall index (it is off, or still being built): %w", errors.ErrUnsupported)

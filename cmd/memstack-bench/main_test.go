@@ -110,7 +110,7 @@ func checkMarkdown(t *testing.T, md string, sizes []int) {
 	}
 	assert.Contains(t, md, "\n"+headUsers+"\n")
 	assert.Contains(t, md, "| backend | messages | Stat | Append | RemovePrefix | Stat after | Append after |")
-	for _, name := range []string{backendRedis, backendPostgres} {
+	for _, name := range []string{backendRedis, backendPostgres, backendPostgresRI} {
 		rows := linesWithPrefix(md, "| "+name+" |")
 		require.Len(t, rows, 1, "store row %q", name)
 		assert.Contains(t, rows[0], "not run: -quick starts no servers", "%s is not started in quick mode", name)
@@ -314,7 +314,7 @@ func TestStoresWithServers(t *testing.T) {
 	require.Len(t, rows, len(storeBackends()))
 	for _, r := range rows {
 		if r.skipped != "" {
-			assert.Contains(t, []string{backendRedis, backendPostgres}, r.backend, "only server backends may be skipped")
+			assert.Contains(t, []string{backendRedis, backendPostgres, backendPostgresRI}, r.backend, "only server backends may be skipped")
 			assert.Equal(t, "not run: the server is not installed", r.skipped)
 			continue
 		}

@@ -36,6 +36,8 @@ const (
 	backendSQLiteRI = "SQLite, recall index on (sqlitestore.WithRecallIndex)"
 	backendRedis    = "Redis (redisstore)"
 	backendPostgres = "PostgreSQL (pgstore)"
+	// backendPostgresRI is PostgreSQL with the recall index on.
+	backendPostgresRI = "PostgreSQL, recall index on (pgstore.WithRecallIndex)"
 )
 
 // storeBackend opens one backend; the returned func releases everything
@@ -97,25 +99,17 @@ func storeBackends() []storeBackend {
 			minimal: minimalRedis,
 		},
 		{
-			name:   backendPostgres,
-			setup:  "a throwaway PostgreSQL on 127.0.0.1 (fsync=off), default pool (pgxpool: max(4, CPUs) connections)",
-			server: true,
-			open: func(ctx context.Context) (store.Store, string, func(), error) {
-				srv, err := testsvc.StartPostgresServer()
-				if err != nil {
-					if errors.Is(err, testsvc.ErrPostgresNotInstalled) {
-						return nil, "", nil, fmt.Errorf("%w: %w", errNotInstalled, err)
-					}
-					return nil, "", nil, err
-				}
-				s, err := pgstore.Open(ctx, srv.DSN())
-				if err != nil {
-					srv.Stop()
-					return nil, "", nil, err
-				}
-				return s, srv.DSN(), func() { _ = s.Close(); srv.Stop() }, nil
-			},
+			name:    backendPostgres,
+			setup:   "a throwaway PostgreSQL on 127.0.0.1 (fsync=off), default pool (pgxpool: max(4, CPUs) connections)",
+			server:  true,
+			open:    openPostgres(),
 			minimal: minimalPostgres,
+		},
+		{
+			name:   backendPostgresRI,
+			setup:  "the same, with the recall index kept in the database (WithRecallIndex): a Recall searches it",
+			server: true,
+			open:   openPostgres(pgstore.WithRecallIndex()),
 		},
 	}
 }
@@ -213,6 +207,26 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 }
 
 // openSQLite opens a new SQLite file in a temporary directory with opts.
+// openPostgres opens a pgstore with opts on a throwaway PostgreSQL server
+// of its own.
+func openPostgres(opts ...pgstore.Option) func(ctx context.Context) (store.Store, string, func(), error) {
+	return func(ctx context.Context) (store.Store, string, func(), error) {
+		srv, err := testsvc.StartPostgresServer()
+		if err != nil {
+			if errors.Is(err, testsvc.ErrPostgresNotInstalled) {
+				return nil, "", nil, fmt.Errorf("%w: %w", errNotInstalled, err)
+			}
+			return nil, "", nil, err
+		}
+		s, err := pgstore.Open(ctx, srv.DSN(), opts...)
+		if err != nil {
+			srv.Stop()
+			return nil, "", nil, err
+		}
+		return s, srv.DSN(), func() { _ = s.Close(); srv.Stop() }, nil
+	}
+}
+
 func openSQLite(opts ...sqlitestore.Option) func(ctx context.Context) (store.Store, string, func(), error) {
 	return func(ctx context.Context) (store.Store, string, func(), error) {
 		dir, err := os.MkdirTemp("", "memstack-bench-sqlite-")

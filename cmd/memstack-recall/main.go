@@ -59,6 +59,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/memstack/memstack/internal/testsvc"
 )
 
 func main() {
@@ -110,7 +112,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", "", "Ollama embedding model (with -embedder ollama); never pulled")
 	fs.StringVar(&o.ollamaURL, "ollama-url", "", "Ollama server URL (with -embedder ollama; default $OLLAMA_HOST or http://127.0.0.1:11434)")
 	fs.IntVar(&o.speedMessages, "speed-messages", defaultSpeedMessages, "messages in the Speed section's long history (0: leave it out)")
-	fs.StringVar(&o.store, "store", "memory", `store of the memstack stacks: "memory" (store.NewInMemory), or "sqlite" (a fresh SQLite file per stack and conversation, with its recall index on (sqlitestore.WithRecallIndex), which the Recall searches)`)
+	fs.StringVar(&o.store, "store", "memory", `store of the memstack stacks: "memory" (store.NewInMemory), "sqlite" (a fresh SQLite file per stack and conversation, with its recall index on (sqlitestore.WithRecallIndex), which the Recall searches) or "postgres" (fresh tables per stack and conversation on a throwaway PostgreSQL server, with the recall index on (pgstore.WithRecallIndex))`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,8 +137,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 // check validates the flags; set tells which were given.
 func (o options) check(set map[string]bool) error {
 	switch {
-	case o.store != "memory" && o.store != "sqlite":
-		return fmt.Errorf(`-store %q: the store must be "memory" or "sqlite"`, o.store)
+	case o.store != "memory" && o.store != "sqlite" && o.store != "postgres":
+		return fmt.Errorf(`-store %q: the store must be "memory", "sqlite" or "postgres"`, o.store)
 	case o.locomo == "":
 		return errors.New(`-locomo "": name a LoCoMo file`)
 	case o.budget < 1:
@@ -216,6 +218,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		stores = &storeKit{kind: "sqlite", dir: dir}
+		defer func() { _ = stores.close(); stores = &storeKit{kind: "memory"} }()
+	}
+	if o.store == "postgres" {
+		srv, err := testsvc.StartPostgresServer()
+		if err != nil {
+			return fmt.Errorf("-store postgres: %w", err)
+		}
+		defer srv.Stop()
+		stores = &storeKit{kind: "postgres", dsn: srv.DSN()}
 		defer func() { _ = stores.close(); stores = &storeKit{kind: "memory"} }()
 	}
 	report, err := benchmark(ctx, o)

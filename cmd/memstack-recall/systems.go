@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/pgstore"
 	"github.com/memstack/memstack/store/sqlitestore"
 )
 
@@ -157,12 +159,15 @@ func recallOnly() (schema.Memory, error) {
 }
 
 // storeKit opens the stores of the memstack stacks (-store): an in-memory
-// store, or a fresh SQLite file in dir, each kept to be closed by close.
+// store, a fresh SQLite file in dir, or fresh tables (a table prefix of
+// their own) on the PostgreSQL server at dsn, each kept to be closed by
+// close.
 type storeKit struct {
 	kind   string
 	dir    string
+	dsn    string
 	mu     sync.Mutex
-	opened []*sqlitestore.Store
+	opened []io.Closer
 	n      int
 }
 
@@ -171,13 +176,22 @@ var stores = &storeKit{kind: "memory"}
 
 // open returns a new store of the kit's kind.
 func (k *storeKit) open() (store.Store, error) {
-	if k.kind != "sqlite" {
+	if k.kind == "memory" {
 		return store.NewInMemory(), nil
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.n++
-	s, err := sqlitestore.Open(context.Background(), filepath.Join(k.dir, fmt.Sprintf("stack-%d.db", k.n)), sqlitestore.WithRecallIndex())
+	var s interface {
+		store.Store
+		io.Closer
+	}
+	var err error
+	if k.kind == "postgres" {
+		s, err = pgstore.Open(context.Background(), k.dsn, pgstore.WithTablePrefix(fmt.Sprintf("stack_%d_", k.n)), pgstore.WithRecallIndex())
+	} else {
+		s, err = sqlitestore.Open(context.Background(), filepath.Join(k.dir, fmt.Sprintf("stack-%d.db", k.n)), sqlitestore.WithRecallIndex())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -14,30 +14,62 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/internal/benchcorpus"
+	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/memories"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
+	"github.com/memstack/memstack/store/pgstore"
 	"github.com/memstack/memstack/store/sqlitestore"
 	"github.com/tmc/langchaingo/llms"
 )
 
-// TestRecall_SQLiteSearchesItsOwnIndex: a Recall with the default index
-// over SQLite searches the index the store keeps beside its messages, and
+// indexedBackends are the backends that keep the recall index in their
+// database (store.RecallSearcher), each as a function that opens a Store
+// with the index on over the database named by db (a file, a table
+// prefix): two calls with the same db are two processes' Stores over one
+// database.
+func indexedBackends() []struct {
+	name string
+	open func(t *testing.T, db string) store.Store
+} {
+	return []struct {
+		name string
+		open func(t *testing.T, db string) store.Store
+	}{
+		{"sqlite", func(t *testing.T, db string) store.Store {
+			s, err := sqlitestore.Open(openCtx(t), filepath.Join(t.TempDir(), "..", db+".db"), sqlitestore.WithRecallIndex())
+			return closeLater(t, "sqlitestore.Open", s, err)
+		}},
+		{"postgres", func(t *testing.T, db string) store.Store {
+			dsn := testsvc.Postgres(t) + "&pool_max_conns=8"
+			s, err := pgstore.Open(openCtx(t), dsn, pgstore.WithTablePrefix("ri_"+db+"_"), pgstore.WithRecallIndex())
+			return closeLater(t, "pgstore.Open", s, err)
+		}},
+	}
+}
+
+// TestRecall_StoreSearchesItsOwnIndex: a Recall with the default index
+// over SQLite or PostgreSQL searches the index the store keeps beside its
+// messages, and
 // shows exactly what the same Recall shows over the in-memory store (the
 // in-process index): for a conversation, and for a user whose past is one
 // conversation, in turns and in exchanges. A replica that never saw the
 // user (a fresh process: another Store and Recall over the file) recalls
 // a turn another replica saved, indexing nothing in process.
-func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
+func TestRecall_StoreSearchesItsOwnIndex(t *testing.T) {
+	for _, be := range indexedBackends() {
+		t.Run(be.name, func(t *testing.T) { testStoreSearchesItsOwnIndex(t, be.open) })
+	}
+}
+
+func testStoreSearchesItsOwnIndex(t *testing.T, open func(t *testing.T, db string) store.Store) {
 	ctx := context.Background()
+	run := randomHex(4)
 	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	for _, unit := range []memories.RecallUnit{memories.RecallTurns, memories.RecallExchanges} {
 		for _, scope := range []memories.RecallScope{memories.RecallScopeConversation, memories.RecallScopeUser} {
 			t.Run(fmt.Sprint(unit, "/", scope), func(t *testing.T) {
-				path := filepath.Join(t.TempDir(), "recall.db")
-				sq, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = sq.Close() })
+				sq := open(t, fmt.Sprintf("r%s_%d_%d", run, unit, scope))
 				opts := []memories.RecallOption{memories.WithRecallUnit(unit), memories.WithRecallScope(scope), memories.WithK(4)}
 				inProcess := newUserRecall(t, store.NewInMemory(), opts...)
 				var mu sync.Mutex
@@ -72,10 +104,7 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 	// in-process day index does.
 	t.Run("dated", func(t *testing.T) {
 		for _, unit := range []memories.RecallUnit{memories.RecallTurns, memories.RecallExchanges} {
-			path := filepath.Join(t.TempDir(), fmt.Sprint("dated-", unit, ".db"))
-			sq, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = sq.Close() })
+			sq := open(t, fmt.Sprintf("d%s_%d", run, unit))
 			inProcess := newUserRecall(t, store.NewInMemory(), memories.WithRecallUnit(unit))
 			inDB := newUserRecall(t, sq, memories.WithRecallUnit(unit))
 			zone := time.FixedZone("UTC-7", -7*3600)
@@ -105,13 +134,7 @@ func TestRecall_SQLiteSearchesItsOwnIndex(t *testing.T) {
 	})
 
 	// Another process: a Store and a Recall of their own over the file.
-	path := filepath.Join(t.TempDir(), "replicas.db")
-	a, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Close() })
-	b, err := sqlitestore.Open(ctx, path, sqlitestore.WithRecallIndex())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	a, b := open(t, "p"+run), open(t, "p"+run)
 	ra := newUserRecall(t, a)
 	var mu sync.Mutex
 	indexed := 0

@@ -32,6 +32,17 @@
 //	                        also the reserved rows of absent versions (see State);
 //	                        scope indexes memstack_state_tenant and _user
 //
+// and, from version 4, the recall index's five (see The recall index):
+//
+//	memstack_recall_conv   (id_hash, ns) primary key, scope_t, scope_u, id_key, state;
+//	                       index memstack_recall_conv_scope (ns, scope_t, scope_u)
+//	memstack_recall_units  (id_hash, ns, chunk) primary key, data
+//	memstack_recall_terms  (ns, term, scope_t, scope_u, id_hash, chunk) primary key, data;
+//	                       index memstack_recall_terms_conv (id_hash, ns, chunk)
+//	memstack_recall_days   (ns, scope_t, scope_u, day, id_hash, chunk) primary key, data;
+//	                       index memstack_recall_days_conv (id_hash, ns, day)
+//	memstack_recall_meta   (id = 1) primary key, enabled, complete
+//
 // id_key is memstack.Identity.Key; id_hash is its SHA-256, which is what the
 // primary keys hold, so identities of any length (a B-tree entry is
 // limited to about 2.7 kB) are served by the same index. Every query also
@@ -58,7 +69,9 @@
 // Schema versions: version 1 is the sequence and the three data tables, as
 // every build before the schema table created them; version 2 adds the
 // schema table and the four scope indexes; version 3 adds the unit column
-// and the two partial indexes. Every build names the columns it writes,
+// and the two partial indexes; version 4 adds the recall index's tables,
+// empty and off (creating them reads no other table, so the migration is
+// quick on any database). Every build names the columns it writes,
 // so a build of version 1 (which checks no version) or 2 keeps working on
 // newer tables during a rolling upgrade, and the indexes cover what it
 // writes; but a build before version 3 knows no append keys, so a turn it
@@ -118,6 +131,7 @@
 //
 //	USAGE on the schema
 //	SELECT, INSERT, UPDATE, DELETE on memstack_messages, memstack_conversations, memstack_state
+//	    and the recall index's memstack_recall_conv, _units, _terms, _days and _meta
 //	SELECT on memstack_schema (Open reads the version)
 //	USAGE on the sequence memstack_seq (nextval, currval)
 //
@@ -132,7 +146,8 @@
 //	CREATE ROLE memstack_app LOGIN;
 //	GRANT USAGE ON SCHEMA public TO memstack_app;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON memstack_messages, memstack_conversations,
-//	    memstack_state, memstack_schema TO memstack_app;
+//	    memstack_state, memstack_schema, memstack_recall_conv, memstack_recall_units,
+//	    memstack_recall_terms, memstack_recall_days, memstack_recall_meta TO memstack_app;
 //	GRANT USAGE ON SEQUENCE memstack_seq TO memstack_app;
 //
 // The application role opens the tables without any option; WithoutDDL
@@ -140,10 +155,45 @@
 // migrate on its first start, and fail on the missing privilege with an
 // error that says so). A migration that adds a table needs its grant too
 // (ALTER DEFAULT PRIVILEGES FOR ROLE memstack_owner … GRANT … ON TABLES
-// makes that automatic; version 3 adds none, so the grants above cover
-// it). A role without the privileges gets an error from
+// makes that automatic; version 3 adds none, version 4 the recall
+// index's five, which every Store reads when it opens the tables). A role without the privileges gets an error from
 // Open naming the statement that failed, the server's permission error
 // (SQLSTATE 42501) and what the role needs.
+//
+// # The recall index
+//
+// The recall_* tables can hold memories.Recall's lexical index beside the
+// messages (package indexkit; store.RecallSearcher): the same rows, the
+// same ranking (BM25 with the neighbour weighting, scored in Go from the
+// postings read) and the same conformance case as sqlitestore's. It is
+// off until a Store opens the tables with WithRecallIndex; from then on
+// every Store writing them keeps it in the transactions of its writes —
+// Append and AppendBatches add their messages' entries, Clear, Forget and
+// ForgetScope delete a conversation's rows with its messages, RemovePrefix
+// trims them, Rewrite indexes the conversation afresh — and a Recall with
+// the default index over any Store of the tables searches them, so a turn
+// one process saved is found by another's next load with no process
+// state shared. Conversations stored before it was turned on are indexed
+// in the background, one transaction each, resumably (SearchRecall
+// returns store.ErrRecallNotReady until they are all indexed). Derived
+// identities (memstack's own: a user's facts, a recall journal) are not
+// indexed. Rows name a conversation by id_hash and its tenant's and
+// user's scopes by the SHA-256 of "tenant:" and "tenant:user:"
+// (scope_t, scope_u), so the postings of a term in a tenant, a user or a
+// conversation are one range of the primary key of recall_terms, and a
+// search reads, in one round trip and one snapshot, the states of the
+// scope's conversations, the postings of the query's terms and the unit
+// entries of the conversations they name.
+//
+// What it costs: with the index on an Append takes two round trips (the
+// messages, whose Seqs the server draws, and their entries) instead of
+// one and writes each message's postings (12 bytes per distinct term)
+// into (term, chunk) rows by appending to them (bytea ||), so the bytes
+// it writes grow with its messages, not with the conversation; a Store
+// that last saw the index off appends in one round trip with a guard
+// that makes the transaction fail if the index is on, and then runs it
+// again the indexed way — so no message is ever stored unindexed in
+// tables that keep the index.
 //
 // # Messages
 //

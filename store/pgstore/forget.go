@@ -21,6 +21,7 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 		s.lockIdentity(b, k)
 		b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
 		b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
+		s.queueDeleteIndex(b, k, false)
 		s.queueReset(b, k)
 	})
 	if err != nil {
@@ -68,6 +69,7 @@ func (s *Store) queueForget(b *pgx.Batch, k ident, removed *int64) {
 	messages := b.Queue(s.q.forgetMessages, k.hash, k.key)
 	b.Queue(s.q.forgetConv, k.hash, k.key)
 	state := b.Queue(s.q.forgetState, k.hash, k.key)
+	s.queueDeleteIndex(b, k, true)
 	if removed != nil {
 		count := func(ct pgconn.CommandTag) error {
 			*removed += ct.RowsAffected()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/storekit"
 )
 
@@ -79,10 +80,21 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 		return fmt.Errorf("pgstore: Append of identity %q: %w", id.Key(), err)
 	}
 	k := identOf(id)
-	err = s.write(ctx, func(b *pgx.Batch) {
-		s.lockIdentity(b, k)
-		s.queueAppend(b, k, unit, bodies, system)
-	})
+	indexed := func() error {
+		return s.appendIndexed(ctx, []int64{s.identityLock(k)}, []indexPart{{k, unit, bodies, system, indexkit.Prepare(msgs)}}, at)
+	}
+	if s.indexOn.Load() {
+		err = indexed()
+	} else {
+		err = s.write(ctx, func(b *pgx.Batch) {
+			s.lockIdentity(b, k)
+			b.Queue(s.q.recall.guard)
+			s.queueAppend(b, k, unit, bodies, system)
+		})
+		if s.indexTurnedOn(err) {
+			err = indexed()
+		}
+	}
 	if err != nil {
 		return s.wrap("Append", k, err)
 	}
@@ -109,13 +121,8 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 	if err := storekit.CheckTime(at); err != nil {
 		return fmt.Errorf("pgstore: AppendBatches of identity %q: %w", batches[0].ID.Key(), err)
 	}
-	type part struct {
-		k      ident
-		unit   string
-		bodies [][]byte
-		system []bool
-	}
-	var parts []part
+	var parts []indexPart
+	var msgs [][]llms.ChatMessage // each part's messages, for the index
 	var locks []int64
 	for i, b := range batches {
 		if b.Key != "" {
@@ -131,7 +138,8 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 			return fmt.Errorf("pgstore: AppendBatches: batch %d of %d (identity %q): %w", i+1, len(batches), b.ID.Key(), err)
 		}
 		k := identOf(b.ID)
-		parts = append(parts, part{k, b.Key, bodies, system})
+		parts = append(parts, indexPart{k: k, unit: b.Key, bodies: bodies, system: system})
+		msgs = append(msgs, b.Messages)
 		locks = append(locks, s.identityLock(k))
 	}
 	if len(parts) == 0 {
@@ -139,14 +147,29 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
-	err := s.write(ctx, func(b *pgx.Batch) {
-		for _, l := range locks {
-			b.Queue("SELECT pg_advisory_xact_lock($1)", l)
+	indexed := func() error {
+		for i := range parts {
+			parts[i].index = indexkit.Prepare(msgs[i])
 		}
-		for _, p := range parts {
-			s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
+		return s.appendIndexed(ctx, locks, parts, at)
+	}
+	var err error
+	if s.indexOn.Load() {
+		err = indexed()
+	} else {
+		err = s.write(ctx, func(b *pgx.Batch) {
+			for _, l := range locks {
+				b.Queue("SELECT pg_advisory_xact_lock($1)", l)
+			}
+			b.Queue(s.q.recall.guard)
+			for _, p := range parts {
+				s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
+			}
+		})
+		if s.indexTurnedOn(err) {
+			err = indexed()
 		}
-	})
+	}
 	if err != nil {
 		return s.wrap("AppendBatches", parts[0].k, err)
 	}
@@ -319,10 +342,23 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	}
 	k := identOf(id)
 	var removed int64
-	err := s.write(ctx, func(b *pgx.Batch) {
-		s.lockIdentity(b, k)
-		b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
-	})
+	indexed := func() (err error) {
+		removed, err = s.removeIndexed(ctx, k, s.q.removePrefix, through, nil, false)
+		return err
+	}
+	var err error
+	if s.indexOn.Load() {
+		err = indexed()
+	} else {
+		err = s.write(ctx, func(b *pgx.Batch) {
+			s.lockIdentity(b, k)
+			b.Queue(s.q.recall.guard)
+			b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+		})
+		if s.indexTurnedOn(err) {
+			err = indexed()
+		}
+	}
 	if err != nil {
 		return 0, s.wrap("RemovePrefix", k, err)
 	}

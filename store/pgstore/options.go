@@ -22,6 +22,7 @@ type config struct {
 	prefix     string
 	ns         string
 	withoutDDL bool
+	recall     bool // WithRecallIndex
 }
 
 func defaultConfig() config {

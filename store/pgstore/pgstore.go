@@ -35,6 +35,13 @@ type Store struct {
 	ns      string
 	closed  atomic.Bool
 	q       queries
+	// The recall index (recall.go): indexOn, the tables kept it at this
+	// Store's last look; recallReady, it is complete; stopBackfill stops
+	// a background backfill and waits for it; backfillErr, why it stopped.
+	indexOn      atomic.Bool
+	recallReady  atomic.Bool
+	stopBackfill func()
+	backfillErr  atomic.Pointer[error]
 }
 
 var (
@@ -141,6 +148,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, own bool, c config) (*Sto
 	if err := s.prepareSchema(ctx, !c.withoutDDL); err != nil {
 		return nil, err
 	}
+	if err := s.startRecall(ctx, c.recall); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -163,6 +173,9 @@ func (s *Store) Namespace() string { return s.ns }
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.stopBackfill != nil {
+		s.stopBackfill()
 	}
 	if s.ownPool {
 		s.pool.Close()

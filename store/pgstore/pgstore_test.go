@@ -65,7 +65,10 @@ func open(tb testing.TB, opts ...pgstore.Option) *pgstore.Store {
 // two namespaces of one store. The pool has pgxpool's default size;
 // PGSTORE_BENCH_CONNS=n sets pool_max_conns, to compare pool sizes with
 // BenchmarkPostgres.
-func opener(tb testing.TB, ns string) (store.Store, error) {
+func opener(tb testing.TB, ns string) (store.Store, error) { return openKit(tb, ns) }
+
+// openKit is opener with more options.
+func openKit(tb testing.TB, ns string, opts ...pgstore.Option) (store.Store, error) {
 	dsn := testsvc.Postgres(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -76,7 +79,7 @@ func opener(tb testing.TB, ns string) (store.Store, error) {
 	if b, ok := strings.CutSuffix(ns, "_b"); ok {
 		base, layer = b, "b"
 	}
-	return pgstore.Open(ctx, dsn, pgstore.WithTablePrefix(kitPrefix(base)), pgstore.WithNamespace(layer))
+	return pgstore.Open(ctx, dsn, append([]pgstore.Option{pgstore.WithTablePrefix(kitPrefix(base)), pgstore.WithNamespace(layer)}, opts...)...)
 }
 
 // kitPrefix maps a kit namespace to a valid table prefix.
@@ -748,4 +751,14 @@ func TestStatUnderConcurrentWriters(t *testing.T) {
 	}
 	last := rs[len(rs)-1].Message.GetContent()
 	assert.Equal(t, "ok", last)
+}
+
+// TestConformanceRecallIndex runs the conformance kit with the recall
+// index on (WithRecallIndex), on tables of their own: every contract
+// holds with the index kept in the same transactions, and the
+// RecallSearch case checks the index itself against retrieval.BM25.
+func TestConformanceRecallIndex(t *testing.T) {
+	storetest.Run(t, func(tb testing.TB, ns string) (store.Store, error) {
+		return openKit(tb, "r"+ns, pgstore.WithRecallIndex())
+	})
 }

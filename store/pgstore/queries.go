@@ -23,6 +23,7 @@ type queries struct {
 	scopeTenant, scopeUser                   string
 	exportMessages, exportStates             string
 	schemaTable, messagesTable, sequenceName string
+	recall                                   recallSQL
 }
 
 // The reserved rows of the state table (see the package documentation).
@@ -104,7 +105,7 @@ func buildQueries(prefix string) queries {
 			" UNION ALL SELECT id_key, true FROM " + st + " WHERE " + expr + " = $1 AND starts_with(id_key, $1) AND ns <> ''" +
 			") AS rows GROUP BY id_key"
 	}
-	return queries{
+	q := queries{
 		schemaTable:      schema,
 		messagesTable:    m,
 		sequenceName:     seq,
@@ -304,4 +305,10 @@ SELECT coalesce(stored, absent), absent FROM cur`,
 		exportMessages: "SELECT id_key, ns, seq, body FROM " + m + " WHERE id_hash = ANY($1::bytea[]) ORDER BY id_hash, ns, seq",
 		exportStates:   "SELECT id_key, ns, name, version, value FROM " + st + " WHERE id_hash = ANY($1::bytea[]) AND ns <> ''",
 	}
+	// To version 4: the recall index's tables (recall.go), empty and off
+	// until a Store turns them on (WithRecallIndex); creating them reads
+	// no other table.
+	q.recall = buildRecallSQL(prefix, q)
+	q.migrations[3] = q.recall.create
+	return q
 }

@@ -16,8 +16,9 @@ import (
 // of the builds before the schema table, 2 adds the schema table and the
 // scope indexes that the Users methods read, 3 adds the messages' unit
 // column (append keys) and the indexes of append keys and of system
-// messages (Tail).
-const SchemaVersion = 3
+// messages (Tail), 4 adds the recall index's tables (WithRecallIndex; see
+// the package documentation, The recall index).
+const SchemaVersion = 4
 
 // ErrSchemaVersion is wrapped by the error of New and Open when the tables
 // under the table prefix are of a schema version this build cannot use:

@@ -120,7 +120,11 @@ func tablesOf(t *testing.T, c *pgx.Conn, prefix string) []string {
 	return names
 }
 
-// currentRelations is what schema version SchemaVersion (3) holds under
+// recallTableNames are the recall index's tables (schema version 4),
+// without the prefix.
+var recallTableNames = []string{"recall_conv", "recall_units", "recall_terms", "recall_days", "recall_meta"}
+
+// currentRelations is what schema version SchemaVersion (4) holds under
 // prefix.
 func currentRelations(prefix string) []string {
 	out := []string{}
@@ -128,6 +132,10 @@ func currentRelations(prefix string) []string {
 		"conversations", "conversations_pkey", "conversations_tenant", "conversations_user",
 		"messages", "messages_pkey", "messages_system", "messages_unit", "schema", "schema_pkey", "seq",
 		"state", "state_pkey", "state_tenant", "state_user",
+		// Version 4: the recall index.
+		"recall_conv", "recall_conv_pkey", "recall_conv_scope", "recall_days", "recall_days_conv", "recall_days_pkey",
+		"recall_meta", "recall_meta_pkey", "recall_terms", "recall_terms_conv", "recall_terms_pkey",
+		"recall_units", "recall_units_pkey",
 	} {
 		out = append(out, prefix+n)
 	}
@@ -413,6 +421,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		prefix := freshPrefix("lp_current")
 		open(t, pgstore.WithTablePrefix(prefix))
 		grantAll(prefix)
+		grant(prefix, recallTableNames...)
 		for _, opts := range [][]pgstore.Option{{}, {pgstore.WithoutDDL()}} {
 			s, err := openAs(prefix, opts...)
 			require.NoError(t, err)
@@ -445,9 +454,10 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		assert.ErrorContains(t, err, "schema version 1")
 		assert.Zero(t, schemaVersion(t, admin, prefix))
 
-		// The owner migrates; the new table needs its grant too.
+		// The owner migrates; the new tables need their grants too.
 		open(t, pgstore.WithTablePrefix(prefix))
 		grant(prefix, "schema")
+		grant(prefix, recallTableNames...)
 		s, err := openAs(prefix, pgstore.WithoutDDL())
 		require.NoError(t, err)
 		require.NoError(t, s.Append(ctx, alice, human("after the owner migrated")))
@@ -466,8 +476,10 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		assert.Equal(t, 2, schemaVersion(t, admin, prefix))
 
 		// The owner migrates; the grants on the tables cover the new
-		// column and indexes.
+		// column and indexes, and the recall index's tables (version 4)
+		// need theirs.
 		open(t, pgstore.WithTablePrefix(prefix))
+		grant(prefix, recallTableNames...)
 		s, err := openAs(prefix, pgstore.WithoutDDL())
 		require.NoError(t, err)
 		layer, err := openAs(prefix, pgstore.WithoutDDL(), pgstore.WithNamespace("layer"))

@@ -39,14 +39,32 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	}
 	k := identOf(id)
 	var removed int64
-	err = s.write(ctx, func(b *pgx.Batch) {
-		s.lockIdentity(b, k)
-		b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+	more := func(b *pgx.Batch) {
 		if reset {
 			s.queueReset(b, k)
 		}
 		s.queueAppend(b, k, "", bodies, system)
-	})
+	}
+	// With the recall index on, the conversation is indexed afresh in the
+	// same transaction (O(its messages): Rewrite is rare, AsHistory's
+	// wholesale changes).
+	indexed := func() (err error) {
+		removed, err = s.removeIndexed(ctx, k, s.q.rewrite, through, more, true)
+		return err
+	}
+	if s.indexOn.Load() {
+		err = indexed()
+	} else {
+		err = s.write(ctx, func(b *pgx.Batch) {
+			s.lockIdentity(b, k)
+			b.Queue(s.q.recall.guard)
+			b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+			more(b)
+		})
+		if s.indexTurnedOn(err) {
+			err = indexed()
+		}
+	}
 	if err != nil {
 		return 0, s.wrap("Rewrite", k, err)
 	}

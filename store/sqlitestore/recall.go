@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 
+	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/storekit"
@@ -112,11 +113,23 @@ type pendingIndex struct {
 	at   []time.Time // each message's time (storekit.AppendTime of its Append)
 }
 
+// derivedKey reports whether the identity key names a derived identity
+// (storekit.Derived: memstack's own, such as a user's facts or a recall
+// journal), which the index leaves out: a search never counts or returns
+// one, as memories.Recall's in-process index never holds one.
+func derivedKey(key string) bool {
+	id, err := memstack.ParseKey(key)
+	return err == nil && storekit.Derived(id)
+}
+
 // indexAppended adds p's messages, just inserted in tx, to the index. A
 // conversation with no index state that had messages before (count, read
 // before this commit's are counted) predates the index: the backfill
 // indexes it whole, so it is left alone here.
 func (s *Store) indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pendingIndex) error {
+	if derivedKey(p.key) {
+		return nil
+	}
 	st, ok, err := readConv(ctx, tx, ns, p.key)
 	if errors.Is(err, store.ErrCorrupt) {
 		// The index is derived from the messages: a state that does not
@@ -405,6 +418,9 @@ func (s *Store) reindex(ctx context.Context, tx *sql.Tx, ns, key string) (int, e
 	id, err := parseKey(key)
 	if err != nil {
 		return 0, err
+	}
+	if storekit.Derived(id) {
+		return 0, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`, ns, key)
 	if err != nil {
