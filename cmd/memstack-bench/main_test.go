@@ -233,7 +233,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "scale defaults", args: []string{"-scale"}, check: func(t *testing.T, c config) {
 			assert.True(t, c.scale.on)
 			assert.Equal(t, scaleConfig{on: true, users: 1000, convs: 10, msgs: 100, procs: 4, clients: 1,
-				duration: 90 * time.Second, rssAt: []int{100, 1000}}, c.scale, "issue 20's figures")
+				duration: 90 * time.Second, maxDur: 20 * time.Minute, rssAt: []int{100, 1000}}, c.scale, "issue 20's figures")
 			assert.True(t, c.scale.isIssueScale())
 		}},
 		{name: "scale small", args: []string{"-scale", "-scale-users", "50", "-scale-msgs", "20", "-scale-rss-at", "10, 5,10,500", "-scale-out", "s.md"},
@@ -252,6 +252,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "scale no processes", args: []string{"-scale", "-scale-procs", "0"}, wantErr: "-scale-procs 0"},
 		{name: "scale bad marks", args: []string{"-scale", "-scale-rss-at", "10,x"}, wantErr: "-scale-rss-at"},
 		{name: "scale no duration", args: []string{"-scale", "-scale-duration", "0s"}, wantErr: "-scale-duration"},
+		{name: "scale cap below duration", args: []string{"-scale", "-scale-duration", "2m", "-scale-max-duration", "1m"}, wantErr: "-scale-max-duration 1m0s"},
 		{name: "max too small", args: []string{"-max", "99"}, wantErr: "-max 99"},
 		{name: "empty out", args: []string{"-out", " "}, wantErr: "-out"},
 		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},
@@ -415,11 +416,12 @@ func TestScale(t *testing.T) {
 	assert.Positive(t, counts[scaleRowWarm], "two seconds of serving make warm loads")
 	assert.Equal(t, counts[scaleRowWarm]+counts[scaleRowCold], counts[scaleRowLoads])
 	assert.Equal(t, counts[scaleRowLoads], counts[scaleRowSave], "a save per load")
-	m := regexp.MustCompile(`Saves per second, all processes: \*\*([\d,]+)\*\* \(([\d,]+) saves in (` + durRE + `) of serving; per process: ([\d,]+), ([\d,]+)\)`).FindStringSubmatch(md)
-	require.NotNil(t, m, "the saves-per-second line")
+	m := regexp.MustCompile(`Saves per second, all processes: \*\*([\d,]+)\*\* \(([\d,]+) saves in (` + durRE + `) of serving, a save per request\)\. CPU time per request, .*: \*\*(` + durRE + `)\*\*`).FindStringSubmatch(md)
+	require.NotNil(t, m, "the saves-per-second line, with the CPU time per request")
 	assert.Positive(t, parseCount(t, m[1]), "saves per second")
 	assert.Equal(t, counts[scaleRowSave], parseCount(t, m[2]))
 	assert.GreaterOrEqual(t, parseDur(t, m[3]), 2*time.Second, "each process serves for -scale-duration")
+	assert.Positive(t, parseDur(t, m[4]), "CPU time per request")
 
 	// Sizes: the database and the tables have a size; the messages table
 	// holds the population, then a turn and a journal entry per save.
@@ -431,25 +433,28 @@ func TestScale(t *testing.T) {
 	assert.Len(t, linesWithPrefix(md, "| recall index tables (`memstack_recall%`), with their indexes |"), 1)
 	assert.Contains(t, md, fmt.Sprintf("| rows of the messages table (recall journals included) | 200 | %s |", fmtCount(200+3*counts[scaleRowSave])))
 
-	// Memory: one row per process, every user seen, every mark reached,
-	// every RSS and heap figure positive.
+	// Per process: one row each, served at least the duration, every user
+	// seen, every mark reached, every RSS and heap figure positive.
 	for _, proc := range []string{"1", "2"} {
 		rows := linesWithPrefix(md, "| "+proc+" |")
-		require.Len(t, rows, 1, "memory row of process %s", proc)
+		require.Len(t, rows, 1, "row of process %s", proc)
 		cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
-		require.Len(t, cells, 10, "process, requests, users seen, new conversations, ready, two marks, end, peak, ratio: %q", rows[0])
-		assert.Positive(t, parseCount(t, cells[1]), "requests")
-		assert.Equal(t, "5", cells[2], "process %s has seen every user", proc)
-		for _, c := range cells[4:8] {
+		require.Len(t, cells, 13, "process, served, requests, saves/s, CPU per request, users seen, new conversations, ready, two marks, end, peak, ratio: %q", rows[0])
+		assert.GreaterOrEqual(t, parseDur(t, cells[1]), 2*time.Second, "served")
+		assert.Positive(t, parseCount(t, cells[2]), "requests")
+		assert.Positive(t, parseCount(t, cells[3]), "saves/s")
+		assert.Positive(t, parseDur(t, cells[4]), "CPU per request")
+		assert.Equal(t, "5", cells[5], "process %s has seen every user", proc)
+		for _, c := range cells[7:11] {
 			mm := regexp.MustCompile(`^([\d.]+ (?:B|KiB|MiB|GiB)) / ([\d.]+ (?:B|KiB|MiB|GiB))$`).FindStringSubmatch(c)
 			require.NotNil(t, mm, "cell %q: RSS / heap (a mark not reached would say so)", c)
 			assert.Positive(t, parseBytes(t, mm[1]), "RSS in %q", c)
 			assert.Positive(t, parseBytes(t, mm[2]), "heap in %q", c)
 		}
-		assert.Positive(t, parseBytes(t, cells[8]), "peak RSS")
-		assert.Regexp(t, `^\d+\.\d\d×$`, cells[9], "RSS growth from 2 to 5 users")
+		assert.Positive(t, parseBytes(t, cells[11]), "peak RSS")
+		assert.Regexp(t, `^\d+\.\d\d×$`, cells[12], "RSS growth from 2 to 5 users")
 	}
-	assert.Contains(t, md, "| process | requests | users seen | new conversations | ready | at 2 users | at 5 users | end | peak RSS | RSS 5 ÷ 2 |")
+	assert.Contains(t, md, "| process | served | requests | saves/s | CPU per request | users seen | new conversations | ready | at 2 users | at 5 users | end | peak RSS | RSS 5 ÷ 2 |")
 
 	// Targets: both judged.
 	assert.Regexp(t, `\| load p95 ≤ 20\.0 ms with 2 processes over 200 messages \| p95 `+durRE+` .* \| (✓|✗) \|`, md)
@@ -488,41 +493,51 @@ func parseBytes(t *testing.T, s string) float64 {
 	return v * scale
 }
 
-// TestScaleTraffic checks the serving processes' traffic: every user is
-// served once in the first spec.Users requests, each first request of a
-// user is cold and the marks fall on the right ones, and the traffic
-// ends only once the duration is over and every user has been served.
+// TestScaleTraffic checks the serving processes' traffic: users drawn at
+// random, each user's first request cold and no other, the marks on the
+// requests that reach them, and the traffic ending only once the duration
+// is over and every user has been seen.
 func TestScaleTraffic(t *testing.T) {
-	spec := scaleWorkerSpec{Index: 1, Users: 7, Convs: 3, Msgs: 10, Clients: 1, Duration: time.Nanosecond, RSSAt: []int{3, 7}}
+	spec := scaleWorkerSpec{Index: 1, Users: 7, Convs: 3, Msgs: 10, Clients: 1, Duration: time.Nanosecond, MaxDur: time.Hour, RSSAt: []int{3, 7}}
 	tr := newScaleTraffic(spec, time.Now().Add(-time.Second))
-	users := map[string]bool{}
+	seen := map[string]bool{}
 	var marks []int
-	for i := range spec.Users {
+	requests := 0
+	for {
 		r, ok := tr.next()
-		require.True(t, ok, "request %d: the traffic goes on until every user is served", i)
-		assert.True(t, r.cold, "request %d is its user's first", i)
-		assert.False(t, users[r.id.User], "user %s drawn twice in the first pass", r.id.User)
-		users[r.id.User] = true
+		if !ok {
+			break
+		}
+		requests++
+		require.Less(t, requests, 1000, "the traffic ends once every user is seen")
+		assert.Equal(t, !seen[r.id.User], r.cold, "request %d: cold exactly on its user's first", requests)
+		seen[r.id.User] = true
 		assert.Equal(t, scaleTenant, r.id.Tenant)
 		assert.NotEmpty(t, r.question)
+		assert.NotEmpty(t, r.answer)
 		if r.mark > 0 {
+			assert.Len(t, seen, r.mark, "a mark on the request that reaches it")
 			marks = append(marks, r.mark)
 		}
 		_, recorded := tr.finish(r)
 		assert.Equal(t, r.mark > 0, recorded)
 	}
+	assert.Len(t, seen, spec.Users)
 	assert.Equal(t, []int{3, 7}, marks)
-	_, ok := tr.next()
-	assert.False(t, ok, "duration over and every user served: the traffic ends")
 	require.Len(t, tr.marks, 2)
-	assert.Equal(t, 3, tr.marks[0].Requests)
+	assert.Equal(t, 7, tr.marks[1].Users)
+	assert.Positive(t, tr.marks[0].Requests)
 	assert.Positive(t, tr.marks[0].Heap)
 
-	long := newScaleTraffic(scaleWorkerSpec{Index: 2, Users: 2, Convs: 1, Msgs: 2, Clients: 1, Duration: time.Hour}, time.Now())
-	for i := range 10 {
+	long := newScaleTraffic(scaleWorkerSpec{Index: 2, Users: 2, Convs: 1, Msgs: 2, Clients: 1, Duration: time.Hour, MaxDur: time.Hour}, time.Now())
+	for range 50 {
 		r, ok := long.next()
-		require.True(t, ok)
-		assert.Equal(t, i < 2, r.cold, "request %d", i)
+		require.True(t, ok, "the duration is not over")
 		assert.Contains(t, []string{"user-00000", "user-00001"}, r.id.User)
 	}
+
+	capped := newScaleTraffic(scaleWorkerSpec{Index: 3, Users: 1_000_000, Convs: 1, Msgs: 2, Clients: 1, Duration: time.Nanosecond, MaxDur: time.Millisecond},
+		time.Now().Add(-time.Second))
+	_, ok := capped.next()
+	assert.False(t, ok, "past -scale-max-duration the traffic ends, every user seen or not")
 }

@@ -44,6 +44,7 @@ type scaleConfig struct {
 	procs    int           // serving processes
 	clients  int           // concurrent requests per process
 	duration time.Duration // how long each process serves, at least
+	maxDur   time.Duration // how long each process serves at most
 	rssAt    []int         // distinct users seen at which a process records its memory
 	out      string        // file the markdown section is written to ("": none)
 }
@@ -57,6 +58,7 @@ const (
 	defaultScaleProcs    = 4
 	defaultScaleClients  = 1
 	defaultScaleDuration = 90 * time.Second
+	defaultScaleMaxDur   = 20 * time.Minute
 	defaultScaleRSSAt    = "100,1000"
 )
 
@@ -109,7 +111,8 @@ func defineScaleFlags(fs *flag.FlagSet, c *scaleConfig) *string {
 	fs.IntVar(&c.msgs, "scale-msgs", defaultScaleMsgs, "scale: messages per conversation (even: human/AI turns)")
 	fs.IntVar(&c.procs, "scale-procs", defaultScaleProcs, "scale: serving processes, each with its own store and memory stack")
 	fs.IntVar(&c.clients, "scale-clients", defaultScaleClients, "scale: concurrent requests per process")
-	fs.DurationVar(&c.duration, "scale-duration", defaultScaleDuration, "scale: how long each process serves (longer until it has served every user once, so that every -scale-rss-at mark is reached)")
+	fs.DurationVar(&c.duration, "scale-duration", defaultScaleDuration, "scale: how long each process serves (longer until it has seen every user, so that every -scale-rss-at mark is reached)")
+	fs.DurationVar(&c.maxDur, "scale-max-duration", defaultScaleMaxDur, "scale: how long each process serves at most, whether it has seen every user or not (a mark not reached is reported as such)")
 	fs.StringVar(&c.out, "scale-out", "", "scale: also write the markdown section to this file")
 	return fs.String("scale-rss-at", defaultScaleRSSAt, "scale: distinct users seen at which each process records its resident memory (comma-separated; marks above -scale-users are dropped)")
 }
@@ -150,6 +153,9 @@ func checkScaleFlags(fs *flag.FlagSet, c *scaleConfig, rssAt string) error {
 	}
 	if c.duration <= 0 {
 		return fmt.Errorf("-scale-duration %v: must be positive", c.duration)
+	}
+	if c.maxDur < c.duration {
+		return fmt.Errorf("-scale-max-duration %v: must be at least -scale-duration (%v)", c.maxDur, c.duration)
 	}
 	c.rssAt = nil
 	for _, f := range strings.Split(rssAt, ",") {
@@ -424,6 +430,7 @@ type scaleWorkerSpec struct {
 	Msgs     int           `json:"msgs"`
 	Clients  int           `json:"clients"`
 	Duration time.Duration `json:"duration"`
+	MaxDur   time.Duration `json:"max_duration"`
 	RSSAt    []int         `json:"rss_at"`
 }
 
@@ -475,7 +482,7 @@ func serveWithWorkers(ctx context.Context, dsn string, sc scaleConfig, progress 
 	}()
 	for i := 1; i <= sc.procs; i++ {
 		spec, err := json.Marshal(scaleWorkerSpec{Index: i, DSN: dsn, Users: sc.users, Convs: sc.convs, Msgs: sc.msgs,
-			Clients: sc.clients, Duration: sc.duration, RSSAt: sc.rssAt})
+			Clients: sc.clients, Duration: sc.duration, MaxDur: sc.maxDur, RSSAt: sc.rssAt})
 		if err != nil {
 			return nil, 0, fmt.Errorf("encoding the spec of serving process %d: %w", i, err)
 		}
@@ -514,7 +521,8 @@ func serveWithWorkers(ctx context.Context, dsn string, sc scaleConfig, progress 
 	if err := errors.Join(readyErrs...); err != nil {
 		return nil, 0, err
 	}
-	fmt.Fprintf(progress, "scale: %d serving processes ready; serving for %v\n", len(procs), sc.duration)
+	fmt.Fprintf(progress, "scale: %d serving processes ready; serving for %v, or until each has seen all %s users (at most %v)\n",
+		len(procs), sc.duration, fmtCount(sc.users), sc.maxDur)
 	start := time.Now()
 	for _, p := range procs {
 		if _, err := io.WriteString(p.stdin, scaleGoLine+"\n"); err != nil {

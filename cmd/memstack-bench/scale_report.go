@@ -15,7 +15,7 @@ const (
 	headScalePop     = "### Population"
 	headScaleLatency = "### Loads and saves, all processes"
 	headScaleSize    = "### Size on disk"
-	headScaleMemory  = "### Memory per process"
+	headScaleMemory  = "### Per process: throughput and memory"
 	headScaleTargets = "### Against issue 20's targets"
 )
 
@@ -72,19 +72,58 @@ func (r *scaleResult) totals() scaleTotals {
 	return t
 }
 
-// rssGrowth returns, per process, the resident set at the last memory
-// mark divided by the one at the first, and the worst (largest); ok is
-// false when there are fewer than two marks.
-func (r *scaleResult) rssGrowth() (per []float64, worst float64, ok bool) {
-	for _, w := range r.workers {
-		if len(w.Marks) < 2 || w.Marks[0].RSS <= 0 {
-			return nil, 0, false
+// markAt returns w's memory mark at users seen, if w reached it.
+func (w scaleWorkerReport) markAt(users int) (scaleMark, bool) {
+	for _, m := range w.Marks {
+		if m.Users == users {
+			return m, true
 		}
-		g := float64(w.Marks[len(w.Marks)-1].RSS) / float64(w.Marks[0].RSS)
+	}
+	return scaleMark{}, false
+}
+
+// rssGrowth returns, per process, its resident set at the last memory
+// mark of the configuration divided by the one at the first (0 for a
+// process that did not reach both), and the worst (largest). ok is false
+// when the configuration has fewer than two marks or a process did not
+// reach them.
+func (r *scaleResult) rssGrowth() (per []float64, worst float64, ok bool) {
+	marks := r.cfg.rssAt
+	if len(marks) < 2 {
+		return nil, 0, false
+	}
+	ok = true
+	for _, w := range r.workers {
+		first, ok1 := w.markAt(marks[0])
+		last, ok2 := w.markAt(marks[len(marks)-1])
+		if !ok1 || !ok2 || first.RSS <= 0 {
+			per = append(per, 0)
+			ok = false
+			continue
+		}
+		g := float64(last.RSS) / float64(first.RSS)
 		per = append(per, g)
 		worst = max(worst, g)
 	}
-	return per, worst, len(per) > 0
+	return per, worst, ok
+}
+
+// cpuPerRequest returns the processes' CPU time while serving divided by
+// their requests, or 0 where the platform cannot tell.
+func (r *scaleResult) cpuPerRequest() time.Duration {
+	var cpu time.Duration
+	n := 0
+	for _, w := range r.workers {
+		if w.CPU <= 0 {
+			return 0
+		}
+		cpu += w.CPU
+		n += w.Requests
+	}
+	if n == 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
 }
 
 // isIssueScale reports whether the run had issue 20's shape: 1,000 users
@@ -108,8 +147,8 @@ func renderScale(r *scaleResult) string {
 		r.machine.loadBefore, r.machine.loadAfter, r.machine.cpus)
 	p("A throwaway %s on 127.0.0.1 (fsync off, shared_buffers 64 MB, on this machine: the server shares its cores with the serving processes) holds %s users × %s conversations × %s messages = **%s messages**, written through pgstore's public API: `AppendBatches` (`store.MultiAppender`) of one turn — a human and an AI message of the benchmark corpus — of %d users' conversations per call, %d calls at once, every turn dated (`memstack.WithTime`: a user's conversations a week apart, their turns a minute apart), then `VACUUM (ANALYZE)` and `CHECKPOINT`. Store options: %s.\n\n",
 		r.server, fmtCount(c.users), fmtCount(c.convs), fmtCount(c.msgs), fmtCount(messages), min(scalePopulateGroup, c.users), scalePopulateWriters, scaleOptionsText())
-	p("Then %d processes — this binary re-executed, each with its own `pgstore.Open` pool and one memory stack for every user, the user-recall table's: `RecentN(6)` + `Recall()` of the user's conversations under `combined.WithTokenBudget(1000)` — serve at once, %d request(s) at a time each, for %s (longer if a process has not yet served every user). A request is a random user's: each process walks the users in a random order, a new one per pass, so it has served every user after %s requests. It continues one of the user's conversations, chosen at random, or one time in %.0f starts a new one; it loads with a question the user asked before (`LoadMemoryVariables`), then saves the turn (`SaveContext`: the turn and the user's recall-journal entry in one transaction). A user's first load in a process is cold: that process's Recall lists and reads every conversation of the user and indexes it.\n\n",
-		c.procs, c.clients, fmtDur(c.duration), fmtCount(c.users), 1/scaleNewShare)
+	p("Then %d processes — this binary re-executed, each with its own `pgstore.Open` pool and one memory stack for every user, the user-recall table's: `RecentN(6)` + `Recall()` of the user's conversations under `combined.WithTokenBudget(1000)` — serve at once, %d request(s) at a time each, for %s (longer, up to %s, if a process has not yet seen every user). A request is a random user's (drawn uniformly, with replacement: a process sees more users as it serves, and a process keeps serving until it has seen all %s). It continues one of the user's conversations, chosen at random, or one time in %.0f starts a new one; it loads with a question the user asked before (`LoadMemoryVariables`), then saves the turn (`SaveContext`: the turn and the user's recall-journal entry in one transaction). A user's first load in a process is cold: that process's Recall lists and reads every conversation of the user and indexes it.\n\n",
+		c.procs, c.clients, fmtDur(c.duration), fmtDur(c.maxDur), fmtCount(c.users), 1/scaleNewShare)
 
 	p("%s\n\n", headScalePop)
 	p("| users | conversations per user | messages per conversation | messages | `AppendBatches` calls | took | messages/s | `VACUUM (ANALYZE)` + `CHECKPOINT` |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -124,12 +163,11 @@ func renderScale(r *scaleResult) string {
 	}{{scaleRowWarm, t.warm}, {scaleRowCold, t.cold}, {scaleRowLoads, t.loads}, {scaleRowSave, t.saves}} {
 		p("| %s | %s | %s | %s | %s | %s |\n", row.name, fmtCount(row.s.n), fmtDur(row.s.p50), fmtDur(row.s.p95), fmtDur(row.s.p99), fmtDur(row.s.max))
 	}
-	var per []string
-	for _, w := range r.workers {
-		per = append(per, fmtCount(int(float64(len(w.Saves))/w.Served.Seconds())))
+	p("\nSaves per second, all processes: **%s** (%s saves in %s of serving, a save per request).", fmtCount(int(t.savesPerSec)), fmtCount(t.saves.n), fmtDur(r.span))
+	if cpu := r.cpuPerRequest(); cpu > 0 {
+		p(" CPU time per request, a load and a save, in the serving processes (getrusage: every thread, the garbage collector included; the database's own is not counted): **%s**. Unlike the latencies it does not count waiting for a core, so it is the steadier figure on a shared machine.", fmtDur(cpu))
 	}
-	p("\nSaves per second, all processes: **%s** (%s saves in %s of serving; per process: %s).\n\n",
-		fmtCount(int(t.savesPerSec)), fmtCount(t.saves.n), fmtDur(r.span), strings.Join(per, ", "))
+	p("\n\n")
 
 	p("%s\n\n", headScaleSize)
 	recall := func(d dbSize) string {
@@ -146,22 +184,22 @@ func renderScale(r *scaleResult) string {
 	p("| rows of the messages table (recall journals included) | %s | %s |\n\n", fmtCount(int(r.before.messages)), fmtCount(int(r.after.messages)))
 
 	p("%s\n\n", headScaleMemory)
-	p("Each process's resident set (VmRSS of /proc/self/status, read as it is: no garbage collection first) / Go heap in use (the heap's spans in use, `runtime.MemStats.HeapInuse`), when it was ready, when it had served N distinct users, and at the end; peak is VmHWM.\n\n")
-	p("| process | requests | users seen | new conversations | ready |")
+	p("Each process's requests and saves per second over its serving time, its CPU time per request, and its resident set (VmRSS of /proc/self/status, read as it is: no garbage collection first) / Go heap in use (the heap's spans in use, `runtime.MemStats.HeapInuse`) when it was ready, when it had seen N distinct users, and at the end; peak is VmHWM.\n\n")
+	growth, worst, grown := r.rssGrowth()
+	p("| process | served | requests | saves/s | CPU per request | users seen | new conversations | ready |")
 	for _, m := range c.rssAt {
 		p(" at %s users |", fmtCount(m))
 	}
 	p(" end | peak RSS |")
-	growth, worst, haveGrowth := r.rssGrowth()
-	if haveGrowth {
+	if len(c.rssAt) >= 2 {
 		p(" RSS %s ÷ %s |", fmtCount(c.rssAt[len(c.rssAt)-1]), fmtCount(c.rssAt[0]))
 	}
-	p("\n|---:|---:|---:|---:|---:|")
+	p("\n|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for range c.rssAt {
 		p("---:|")
 	}
 	p("---:|---:|")
-	if haveGrowth {
+	if len(c.rssAt) >= 2 {
 		p("---:|")
 	}
 	p("\n")
@@ -169,19 +207,26 @@ func renderScale(r *scaleResult) string {
 		return fmtBytes(float64(m.RSS)) + " / " + fmtBytes(float64(m.Heap))
 	}
 	for i, w := range r.workers {
-		p("| %d | %s | %s | %s | %s |", w.Index, fmtCount(w.Requests), fmtCount(w.UsersSeen), fmtCount(w.NewConversations), mem(w.Start))
+		cpu := "–"
+		if w.CPU > 0 && w.Requests > 0 {
+			cpu = fmtDur(w.CPU / time.Duration(w.Requests))
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s |", w.Index, fmtDur(w.Served), fmtCount(w.Requests),
+			fmtCount(int(float64(len(w.Saves))/w.Served.Seconds())), cpu, fmtCount(w.UsersSeen), fmtCount(w.NewConversations), mem(w.Start))
 		for _, at := range c.rssAt {
-			cell := "not reached"
-			for _, m := range w.Marks {
-				if m.Users == at {
-					cell = mem(m)
-				}
+			if m, ok := w.markAt(at); ok {
+				p(" %s |", mem(m))
+			} else {
+				p(" not reached |")
 			}
-			p(" %s |", cell)
 		}
 		p(" %s | %s |", mem(w.End), fmtBytes(float64(w.PeakRSS)))
-		if haveGrowth {
-			p(" %.2f× |", growth[i])
+		if len(c.rssAt) >= 2 {
+			if growth[i] > 0 {
+				p(" %.2f× |", growth[i])
+			} else {
+				p(" – |")
+			}
 		}
 		p("\n")
 	}
@@ -194,11 +239,15 @@ func renderScale(r *scaleResult) string {
 	p("| target | this run | met |\n|---|---|:---:|\n")
 	p("| load p95 ≤ %s with %d processes over %s messages | p95 %s after the user's first load (every load: %s; cold first loads: %s) | %s |\n",
 		fmtDur(scaleLoadTarget), c.procs, fmtCount(messages), fmtDur(t.warm.p95), fmtDur(t.loads.p95), fmtDur(t.cold.p95), mark(t.warm.p95 <= scaleLoadTarget))
-	if haveGrowth {
+	switch {
+	case grown:
 		p("| per-process memory flat from %s to %s users seen (resident set ×%.1f at most) | RSS ×%.2f in the worst process | %s |\n",
 			fmtCount(c.rssAt[0]), fmtCount(c.rssAt[len(c.rssAt)-1]), scaleFlatRatio, worst, mark(worst <= scaleFlatRatio))
-	} else {
-		p("| per-process memory flat from 100 to 1,000 users seen | fewer than two memory marks in this run | – |\n")
+	case len(c.rssAt) >= 2:
+		p("| per-process memory flat from %s to %s users seen | not every process reached both marks within -scale-max-duration (%s) | – |\n",
+			fmtCount(c.rssAt[0]), fmtCount(c.rssAt[len(c.rssAt)-1]), fmtDur(c.maxDur))
+	default:
+		p("| per-process memory flat from 100 to 1,000 users seen | one memory mark in this run (-scale-rss-at) | – |\n")
 	}
 	p("\n")
 	return b.String()

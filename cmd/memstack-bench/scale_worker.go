@@ -58,6 +58,7 @@ type scaleWorkerReport struct {
 	Cold             []time.Duration `json:"cold"`  // the first load of each user in this process
 	Warm             []time.Duration `json:"warm"`  // every later load
 	Saves            []time.Duration `json:"saves"` // every SaveContext
+	CPU              time.Duration   `json:"cpu"`   // process CPU time while serving (every thread); 0: unknown
 	Start            scaleMark       `json:"start"` // ready, before the first request
 	Marks            []scaleMark     `json:"marks"` // at each of the spec's RSSAt users seen
 	End              scaleMark       `json:"end"`
@@ -77,9 +78,9 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
 		return fmt.Errorf("%s: decoding the spec: %w", scaleWorkerFlag, err)
 	}
-	if spec.Users < 1 || spec.Convs < 1 || spec.Msgs < 2 || spec.Clients < 1 || spec.Duration <= 0 {
-		return fmt.Errorf("%s: invalid spec (users %d, conversations %d, messages %d, clients %d, duration %v)",
-			scaleWorkerFlag, spec.Users, spec.Convs, spec.Msgs, spec.Clients, spec.Duration)
+	if spec.Users < 1 || spec.Convs < 1 || spec.Msgs < 2 || spec.Clients < 1 || spec.Duration <= 0 || spec.MaxDur < spec.Duration {
+		return fmt.Errorf("%s: invalid spec (users %d, conversations %d, messages %d, clients %d, duration %v, at most %v)",
+			scaleWorkerFlag, spec.Users, spec.Convs, spec.Msgs, spec.Clients, spec.Duration, spec.MaxDur)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -129,18 +130,17 @@ type scaleRequest struct {
 	isNew    bool // a new conversation
 }
 
-// scaleTraffic hands out a serving process's requests. Users come in
-// random order, a new order for every pass over all of them: each request
-// is for a random user, and the process has served every user once after
-// spec.Users requests, so every memory mark is reached in a bounded run.
+// scaleTraffic hands out a serving process's requests, each for a user
+// drawn uniformly at random (with replacement, as independent visitors
+// come): the users a process has seen grow as a real process's do, and a
+// user's first request in the process (its cold load) comes among
+// others' warm ones.
 type scaleTraffic struct {
 	spec  scaleWorkerSpec
 	start time.Time
 
 	mu       sync.Mutex
 	rng      *rand.Rand
-	order    []int
-	pos      int
 	seen     []bool
 	nseen    int
 	newConvs int
@@ -151,33 +151,25 @@ type scaleTraffic struct {
 // newScaleTraffic returns the traffic of spec's process, seeded by its
 // index: runs are repeatable but processes differ.
 func newScaleTraffic(spec scaleWorkerSpec, start time.Time) *scaleTraffic {
-	t := &scaleTraffic{
+	return &scaleTraffic{
 		spec:  spec,
 		start: start,
 		rng:   rand.New(rand.NewPCG(uint64(spec.Index), 0x5ca1e)),
-		order: make([]int, spec.Users),
 		seen:  make([]bool, spec.Users),
 	}
-	for i := range t.order {
-		t.order[i] = i
-	}
-	t.rng.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
-	return t
 }
 
 // next returns the next request, or false once the process has served
-// for spec.Duration and has served every user.
+// for spec.Duration and has seen every user (so that every memory mark
+// is reached: with users drawn at random, seeing all N takes about
+// N·ln N requests), or for spec.MaxDur.
 func (t *scaleTraffic) next() (scaleRequest, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if time.Since(t.start) >= t.spec.Duration && t.nseen == t.spec.Users {
+	if el := time.Since(t.start); el >= t.spec.MaxDur || el >= t.spec.Duration && t.nseen == t.spec.Users {
 		return scaleRequest{}, false
 	}
-	u := t.order[t.pos]
-	if t.pos++; t.pos == len(t.order) {
-		t.rng.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
-		t.pos = 0
-	}
+	u := t.rng.IntN(t.spec.Users)
 	var r scaleRequest
 	if !t.seen[u] {
 		t.seen[u], r.cold = true, true
@@ -225,10 +217,11 @@ type scaleLatencies struct {
 }
 
 // serveScale serves spec.Clients concurrent request loops through mem
-// until the traffic ends, and returns the process's report. Progress (each
-// memory mark) goes to progress.
+// until the traffic ends, and returns the process's report. Progress
+// (each memory mark, and every scaleProgressEvery) goes to progress.
 func serveScale(ctx context.Context, spec scaleWorkerSpec, mem schema.Memory, progress io.Writer) (scaleWorkerReport, error) {
-	startMark := readMemory(0, 0, 0)
+	rep := scaleWorkerReport{Index: spec.Index, Start: readMemory(0, 0, 0)}
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	traffic := newScaleTraffic(spec, start)
 	lat := make([]scaleLatencies, spec.Clients)
@@ -237,12 +230,19 @@ func serveScale(ctx context.Context, spec scaleWorkerSpec, mem schema.Memory, pr
 	for i := range spec.Clients {
 		wg.Go(func() { errs[i] = serveClient(ctx, traffic, mem, &lat[i], progress) })
 	}
+	stop := make(chan struct{})
+	var ticker sync.WaitGroup
+	ticker.Go(func() { traffic.progress(stop, progress) })
 	wg.Wait()
+	close(stop)
+	ticker.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return scaleWorkerReport{}, err
 	}
-	rep := scaleWorkerReport{Index: spec.Index, Start: startMark, UsersSeen: traffic.nseen, NewConversations: traffic.newConvs,
-		Requests: traffic.done, Marks: traffic.marks}
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		rep.CPU = cpu1 - cpu0
+	}
+	rep.UsersSeen, rep.NewConversations, rep.Requests, rep.Marks = traffic.nseen, traffic.newConvs, traffic.done, traffic.marks
 	var last time.Time
 	for _, l := range lat {
 		rep.Cold = append(rep.Cold, l.cold...)
@@ -257,6 +257,28 @@ func serveScale(ctx context.Context, spec scaleWorkerSpec, mem schema.Memory, pr
 	rep.End = readMemory(rep.UsersSeen, rep.Requests, time.Since(start))
 	rep.PeakRSS, _ = procStatus("VmHWM:")
 	return rep, nil
+}
+
+// scaleProgressEvery is how often a serving process reports its progress.
+const scaleProgressEvery = 30 * time.Second
+
+// progress writes the process's requests, users seen and resident set to
+// w every scaleProgressEvery until stop is closed.
+func (t *scaleTraffic) progress(stop <-chan struct{}, w io.Writer) {
+	tick := time.NewTicker(scaleProgressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			t.mu.Lock()
+			done, seen := t.done, t.nseen
+			t.mu.Unlock()
+			fmt.Fprintf(w, "scale: process %d: %s requests, %s users seen after %v: RSS %s\n", t.spec.Index,
+				fmtCount(done), fmtCount(seen), time.Since(t.start).Round(time.Second), fmtBytes(float64(rssNow())))
+		}
+	}
 }
 
 // serveClient makes requests from traffic until it ends: a load in the
