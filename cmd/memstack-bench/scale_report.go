@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/memstack/memstack/store/pgstore"
 )
 
 // Headings of the scale section (main_test.go checks them). The section
@@ -147,7 +149,7 @@ func renderScale(r *scaleResult) string {
 		r.machine.loadBefore, r.machine.loadAfter, r.machine.cpus)
 	p("A throwaway %s on 127.0.0.1 (fsync off, shared_buffers 64 MB, on this machine: the server shares its cores with the serving processes) holds %s users × %s conversations × %s messages = **%s messages**, written through pgstore's public API: `AppendBatches` (`store.MultiAppender`) of one turn — a human and an AI message of the benchmark corpus — of %d users' conversations per call, %d calls at once, every turn dated (`memstack.WithTime`: a user's conversations a week apart, their turns a minute apart), then `VACUUM (ANALYZE)` and `CHECKPOINT`. Store options: %s.\n\n",
 		r.server, fmtCount(c.users), fmtCount(c.convs), fmtCount(c.msgs), fmtCount(messages), min(scalePopulateGroup, c.users), scalePopulateWriters, scaleOptionsText())
-	p("Then %d processes — this binary re-executed, each with its own `pgstore.Open` pool and one memory stack for every user, the user-recall table's: `RecentN(6)` + `Recall()` of the user's conversations under `combined.WithTokenBudget(1000)` — serve at once, %d request(s) at a time each, for %s (longer, up to %s, if a process has not yet seen every user). A request is a random user's (drawn uniformly, with replacement: a process sees more users as it serves, and a process keeps serving until it has seen all %s). It continues one of the user's conversations, chosen at random, or one time in %.0f starts a new one; it loads with a question the user asked before (`LoadMemoryVariables`), then saves the turn (`SaveContext`: the turn and the user's recall-journal entry in one transaction). A user's first load in a process is cold: that process's Recall lists and reads every conversation of the user and indexes it.\n\n",
+	p("Then %d processes — this binary re-executed, each with its own `pgstore.Open` pool and one memory stack for every user, the user-recall table's: `RecentN(6)` + `Recall()` of the user's conversations under `combined.WithTokenBudget(1000)` — serve at once, %d request(s) at a time each, for %s (longer, up to %s, if a process has not yet seen every user). A request is a random user's (drawn uniformly, with replacement: a process sees more users as it serves, and a process keeps serving until it has seen all %s). It continues one of the user's conversations, chosen at random, or one time in %.0f starts a new one; it loads with a question the user asked before (`LoadMemoryVariables`), then saves the turn (`SaveContext`: one transaction, which over PostgreSQL also writes the user's recall-journal entry when the Recall indexes in process). A user's first load in a process is cold: with the in-process index (the default) that process's Recall lists, reads and indexes every conversation of the user; with the recall index in the database, it searches the database.\n\n",
 		c.procs, c.clients, fmtDur(c.duration), fmtDur(c.maxDur), fmtCount(c.users), 1/scaleNewShare)
 
 	p("%s\n\n", headScalePop)
@@ -180,7 +182,7 @@ func renderScale(r *scaleResult) string {
 	p("| database (`pg_database_size`) | %s | %s |\n", fmtBytes(float64(r.before.database)), fmtBytes(float64(r.after.database)))
 	p("| memstack's tables, with their indexes and TOAST | %s | %s |\n", fmtBytes(float64(r.before.tables)), fmtBytes(float64(r.after.tables)))
 	p("| of which indexes | %s | %s |\n", fmtBytes(float64(r.before.indexes)), fmtBytes(float64(r.after.indexes)))
-	p("| recall index tables (`%srecall%%`), with their indexes | %s | %s |\n", "memstack_", recall(r.before), recall(r.after))
+	p("| of which the recall index's tables (`%srecall%%`), with their indexes | %s | %s |\n", pgstore.DefaultTablePrefix, recall(r.before), recall(r.after))
 	p("| rows of the messages table (recall journals included) | %s | %s |\n\n", fmtCount(int(r.before.messages)), fmtCount(int(r.after.messages)))
 
 	p("%s\n\n", headScaleMemory)
