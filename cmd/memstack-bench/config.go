@@ -40,6 +40,8 @@ type config struct {
 	userConvs      []int         // conversations per user in measureUserRecall
 	startServers   bool          // try Redis and PostgreSQL
 	requireServers bool          // a server that cannot start is an error
+
+	scale scaleConfig // -scale: the scale benchmark alone (scale.go)
 }
 
 const (
@@ -59,8 +61,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.quick, "quick", false, "small sizes, few repetitions, no servers: seconds instead of minutes")
 	fs.IntVar(&cfg.max, "max", defaultMax, "largest history length in messages (sizes are 100, 1,000, ... up to it; default 1,000 with -quick)")
 	fs.BoolVar(&cfg.stores, "stores", false, "benchmark Redis and PostgreSQL (throwaway servers on 127.0.0.1); fail if they cannot start. Without it they run when installed, except with -quick")
+	rssAt := defineScaleFlags(fs, &cfg.scale)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/memstack-bench [-out %s] [-quick] [-max %d] [-stores]\n\n", defaultOut, defaultMax)
+		fmt.Fprintf(fs.Output(), "Usage: go run ./cmd/memstack-bench [-out %s] [-quick] [-max %d] [-stores]\n", defaultOut, defaultMax)
+		fmt.Fprintf(fs.Output(), "       go run ./cmd/memstack-bench -scale [-scale-users %d] [-scale-convs %d] [-scale-msgs %d] [-scale-procs %d] [-scale-duration %v] [-scale-out FILE]\n\n",
+			defaultScaleUsers, defaultScaleConvs, defaultScaleMsgs, defaultScaleProcs, defaultScaleDuration)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +74,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return config{}, fmt.Errorf("unexpected argument %q: the command takes flags only", fs.Arg(0))
+	}
+	if err := checkScaleFlags(fs, &cfg.scale, *rssAt); err != nil {
+		return config{}, err
 	}
 	maxSet := false
 	fs.Visit(func(f *flag.Flag) { maxSet = maxSet || f.Name == "max" })

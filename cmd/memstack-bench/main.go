@@ -5,6 +5,7 @@
 // Usage:
 //
 //	go run ./cmd/memstack-bench [-out docs/bench] [-quick] [-max 100000] [-stores]
+//	go run ./cmd/memstack-bench -scale [-scale-users 1000] [-scale-convs 10] [-scale-msgs 100] [-scale-procs 4] [-scale-duration 90s] [-scale-out FILE]
 //
 // It writes OUT/results.md and OUT/turn-cost.svg and prints the markdown to
 // standard output; progress goes to standard error. The full run takes a few
@@ -36,6 +37,19 @@
 //     (storetest.MeasureSize), and the load latency (p50, p95) of
 //     RecentN(6), TokenWindow(1000) and Summary over a conversation of
 //     1,000 and of 100,000 messages in that store (measureWindows).
+//
+// # The scale benchmark
+//
+// -scale runs issue 20's benchmark alone: a throwaway PostgreSQL holding
+// -scale-users users × -scale-convs conversations × -scale-msgs messages
+// (by default 1,000 × 10 × 100: 1,000,000 messages), populated through
+// pgstore's public API, then -scale-procs processes (this binary
+// re-executed) serving random users' loads and saves at once with the
+// stack of the user-recall table. It prints a markdown section (load p50
+// and p95, cold first loads, saves per second, the database's size on
+// disk, each process's resident memory at -scale-rss-at users seen)
+// in the style of results.md, and writes it to -scale-out if set. See
+// scale.go.
 //
 // # How histories are built
 //
@@ -122,10 +136,21 @@ func main() {
 // turn-cost.svg into the output directory and the markdown to stdout.
 // Progress lines go to stderr. A cancelled ctx stops the run (and any server
 // it started) at the next measurement.
+//
+// With -scale it runs the scale benchmark alone (scale.go) and writes its
+// markdown section instead. As a serving process of that benchmark
+// (args[0] is scaleWorkerFlag) it serves and reports on stdout, reading
+// its start signal from the process's stdin.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == scaleWorkerFlag {
+		return runScaleWorker(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.scale.on {
+		return runScaleCommand(ctx, cfg, stdout, stderr)
 	}
 	res, err := runAll(ctx, cfg, stderr)
 	if err != nil {

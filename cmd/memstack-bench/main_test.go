@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,18 @@ import (
 
 	"github.com/memstack/memstack/internal/testsvc"
 )
+
+// TestMain runs the test binary as a serving process of the scale
+// benchmark when TestScale's run re-executes it (os.Args[1] is
+// scaleWorkerFlag), as the command's binary runs itself; otherwise it runs
+// the tests.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == scaleWorkerFlag {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // TestRunQuick runs the command as `memstack-bench -quick -out DIR` and
 // checks what it writes: the markdown has every section, table and row,
@@ -216,6 +229,29 @@ func TestParseFlags(t *testing.T) {
 		{name: "max not a power of ten", args: []string{"-max", "2501"}, check: func(t *testing.T, c config) {
 			assert.Equal(t, []int{100, 1_000, 2_500}, c.sizes)
 		}},
+		{name: "scale defaults", args: []string{"-scale"}, check: func(t *testing.T, c config) {
+			assert.True(t, c.scale.on)
+			assert.Equal(t, scaleConfig{on: true, users: 1000, convs: 10, msgs: 100, procs: 4, clients: 1,
+				duration: 90 * time.Second, maxDur: 20 * time.Minute, rssAt: []int{100, 1000}}, c.scale, "issue 20's figures")
+			assert.True(t, c.scale.isIssueScale())
+		}},
+		{name: "scale small", args: []string{"-scale", "-scale-users", "50", "-scale-msgs", "20", "-scale-rss-at", "10, 5,10,500", "-scale-out", "s.md"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 50, c.scale.users)
+				assert.Equal(t, []int{5, 10}, c.scale.rssAt, "sorted, deduplicated, marks above the users dropped")
+				assert.Equal(t, "s.md", c.scale.out)
+				assert.False(t, c.scale.isIssueScale())
+			}},
+		{name: "scale marks all above the users", args: []string{"-scale", "-scale-users", "50"}, check: func(t *testing.T, c config) {
+			assert.Equal(t, []int{50}, c.scale.rssAt, "the default marks are above 50 users: the mark is every user")
+		}},
+		{name: "scale flag without scale", args: []string{"-scale-users", "5"}, wantErr: "-scale-users: the -scale-* flags need -scale"},
+		{name: "scale with quick", args: []string{"-scale", "-quick"}, wantErr: "-quick: -scale runs the scale benchmark alone"},
+		{name: "scale odd messages", args: []string{"-scale", "-scale-msgs", "7"}, wantErr: "-scale-msgs 7"},
+		{name: "scale no processes", args: []string{"-scale", "-scale-procs", "0"}, wantErr: "-scale-procs 0"},
+		{name: "scale bad marks", args: []string{"-scale", "-scale-rss-at", "10,x"}, wantErr: "-scale-rss-at"},
+		{name: "scale no duration", args: []string{"-scale", "-scale-duration", "0s"}, wantErr: "-scale-duration"},
+		{name: "scale cap below duration", args: []string{"-scale", "-scale-duration", "2m", "-scale-max-duration", "1m"}, wantErr: "-scale-max-duration 1m0s"},
 		{name: "max too small", args: []string{"-max", "99"}, wantErr: "-max 99"},
 		{name: "empty out", args: []string{"-out", " "}, wantErr: "-out"},
 		{name: "stray argument", args: []string{"now"}, wantErr: `unexpected argument "now"`},
@@ -322,4 +358,191 @@ func TestStoresWithServers(t *testing.T) {
 		assert.Positive(t, r.res.SavesPerSec, r.backend)
 		assert.Positive(t, r.res.LoadP99, r.backend)
 	}
+}
+
+// TestScale runs the scale benchmark as `memstack-bench -scale` at a tiny
+// size — 5 users × 2 conversations × 20 messages, 2 serving processes
+// (this test binary re-executed, see TestMain) for 2 seconds — against a
+// real PostgreSQL, and checks the markdown section it prints and writes:
+// every table and figure is there and sane. PostgreSQL missing is a skip,
+// a failure under CI.
+func TestScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and two processes")
+	}
+	out := filepath.Join(t.TempDir(), "scale.md")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-scale", "-scale-users", "5", "-scale-convs", "2", "-scale-msgs", "20",
+		"-scale-procs", "2", "-scale-duration", "2s", "-scale-rss-at", "2,5", "-scale-out", out}, &stdout, &stderr)
+	if errors.Is(err, testsvc.ErrPostgresNotInstalled) {
+		testsvc.Missing(t, "%v", err)
+	}
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	md := stdout.String()
+	written, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, md, string(written), "the section printed is the section written")
+	t.Logf("stderr:\n%s", stderr.String())
+
+	assert.True(t, strings.HasPrefix(md, headScale+"\n"), "the section starts with its heading")
+	for _, h := range []string{headScalePop, headScaleLatency, headScaleSize, headScaleMemory, headScaleTargets} {
+		assert.Contains(t, md, "\n"+h+"\n", "section %q", h)
+	}
+	assert.Contains(t, md, "**200 messages**")
+	assert.Contains(t, md, "This run is smaller than the issue's")
+
+	// Population: | 5 | 2 | 20 | 200 | calls | took | messages/s | vacuum |
+	pop := linesWithPrefix(md, "| 5 | 2 | 20 | 200 |")
+	require.Len(t, pop, 1, "the population row")
+	assert.Regexp(t, `^\| 5 \| 2 \| 20 \| 200 \| 20 \| `+durRE+` \| [\d,]+ \| `+durRE+` \|$`, pop[0],
+		"20 AppendBatches calls (each a turn of the 5 users' conversation), a time, a rate and the vacuum's time")
+
+	// Latencies: count, p50, p95, p99, max per row; p95 ≥ p50 > 0.
+	counts := map[string]int{}
+	for _, name := range []string{scaleRowWarm, scaleRowCold, scaleRowLoads, scaleRowSave} {
+		rows := linesWithPrefix(md, "| "+name+" |")
+		require.Len(t, rows, 1, "latency row %q", name)
+		m := regexp.MustCompile(`^\| [^|]+ \| ([\d,]+) \| (` + durRE + `) \| (` + durRE + `) \| (` + durRE + `) \| (` + durRE + `) \|$`).FindStringSubmatch(rows[0])
+		require.NotNil(t, m, "row %q: a count and four durations", rows[0])
+		counts[name] = parseCount(t, m[1])
+		p50, p95, p99, hi := parseDur(t, m[2]), parseDur(t, m[3]), parseDur(t, m[4]), parseDur(t, m[5])
+		assert.Positive(t, p50, name)
+		assert.GreaterOrEqual(t, p95, p50, name)
+		assert.GreaterOrEqual(t, p99, p95, name)
+		assert.GreaterOrEqual(t, hi, p99, name)
+	}
+	assert.Equal(t, 10, counts[scaleRowCold], "one cold load per user per process")
+	assert.Positive(t, counts[scaleRowWarm], "two seconds of serving make warm loads")
+	assert.Equal(t, counts[scaleRowWarm]+counts[scaleRowCold], counts[scaleRowLoads])
+	assert.Equal(t, counts[scaleRowLoads], counts[scaleRowSave], "a save per load")
+	m := regexp.MustCompile(`Saves per second, all processes: \*\*([\d,]+)\*\* \(([\d,]+) saves in (` + durRE + `) of serving, a save per request\)\. CPU time per request, .*: \*\*(` + durRE + `)\*\*`).FindStringSubmatch(md)
+	require.NotNil(t, m, "the saves-per-second line, with the CPU time per request")
+	assert.Positive(t, parseCount(t, m[1]), "saves per second")
+	assert.Equal(t, counts[scaleRowSave], parseCount(t, m[2]))
+	assert.GreaterOrEqual(t, parseDur(t, m[3]), 2*time.Second, "each process serves for -scale-duration")
+	assert.Positive(t, parseDur(t, m[4]), "CPU time per request")
+
+	// Sizes: the database and the tables have a size; the messages table
+	// holds the population, then a turn and a journal entry per save.
+	for _, prefix := range []string{"| database (`pg_database_size`) |", "| memstack's tables, with their indexes and TOAST |", "| of which indexes |"} {
+		rows := linesWithPrefix(md, prefix)
+		require.Len(t, rows, 1, prefix)
+		assert.Regexp(t, `^`+regexp.QuoteMeta(prefix)+`( [\d.]+ (B|KiB|MiB|GiB) \|){2}$`, rows[0])
+	}
+	assert.Len(t, linesWithPrefix(md, "| of which the recall index's tables (`memstack_recall%`), with their indexes |"), 1)
+	rows := linesWithPrefix(md, "| rows of the messages table (recall journals included) | 200 | ")
+	require.Len(t, rows, 1, "the messages table holds the population's 200 messages")
+	m = regexp.MustCompile(`\| 200 \| ([\d,]+) \|$`).FindStringSubmatch(rows[0])
+	require.NotNil(t, m, rows[0])
+	after := parseCount(t, m[1])
+	assert.GreaterOrEqual(t, after, 200+2*counts[scaleRowSave], "then a turn per save")
+	assert.LessOrEqual(t, after, 200+3*counts[scaleRowSave], "and at most a journal entry with it")
+
+	// Per process: one row each, served at least the duration, every user
+	// seen, every mark reached, every RSS and heap figure positive.
+	for _, proc := range []string{"1", "2"} {
+		rows := linesWithPrefix(md, "| "+proc+" |")
+		require.Len(t, rows, 1, "row of process %s", proc)
+		cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
+		require.Len(t, cells, 13, "process, served, requests, saves/s, CPU per request, users seen, new conversations, ready, two marks, end, peak, ratio: %q", rows[0])
+		assert.GreaterOrEqual(t, parseDur(t, cells[1]), 2*time.Second, "served")
+		assert.Positive(t, parseCount(t, cells[2]), "requests")
+		assert.Positive(t, parseCount(t, cells[3]), "saves/s")
+		assert.Positive(t, parseDur(t, cells[4]), "CPU per request")
+		assert.Equal(t, "5", cells[5], "process %s has seen every user", proc)
+		for _, c := range cells[7:11] {
+			mm := regexp.MustCompile(`^([\d.]+ (?:B|KiB|MiB|GiB)) / ([\d.]+ (?:B|KiB|MiB|GiB))$`).FindStringSubmatch(c)
+			require.NotNil(t, mm, "cell %q: RSS / heap (a mark not reached would say so)", c)
+			assert.Positive(t, parseBytes(t, mm[1]), "RSS in %q", c)
+			assert.Positive(t, parseBytes(t, mm[2]), "heap in %q", c)
+		}
+		assert.Positive(t, parseBytes(t, cells[11]), "peak RSS")
+		assert.Regexp(t, `^\d+\.\d\d×$`, cells[12], "RSS growth from 2 to 5 users")
+	}
+	assert.Contains(t, md, "| process | served | requests | saves/s | CPU per request | users seen | new conversations | ready | at 2 users | at 5 users | end | peak RSS | RSS 5 ÷ 2 |")
+
+	// Targets: both judged.
+	assert.Regexp(t, `\| load p95 ≤ 20\.0 ms with 2 processes over 200 messages \| p95 `+durRE+` .* \| (✓|✗) \|`, md)
+	assert.Regexp(t, `\| per-process memory flat from 2 to 5 users seen .* \| RSS ×\d+\.\d\d in the worst process \| (✓|✗) \|`, md)
+	assert.Contains(t, stderr.String(), "scale: process 2: 5 users seen", "the processes' progress reaches stderr")
+}
+
+// durRE matches a duration as fmtDur writes it.
+const durRE = `[\d.]+ (?:ns|µs|ms|s)`
+
+// parseDur parses a duration as fmtDur writes it ("3.22 ms").
+func parseDur(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	require.NoError(t, err, "duration %q", s)
+	return d
+}
+
+// parseCount parses a count as fmtCount writes it ("1,234").
+func parseCount(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.ReplaceAll(s, ",", ""))
+	require.NoError(t, err, "count %q", s)
+	return n
+}
+
+// parseBytes parses a size as fmtBytes writes it ("10.5 MiB").
+func parseBytes(t *testing.T, s string) float64 {
+	t.Helper()
+	num, unit, ok := strings.Cut(s, " ")
+	require.True(t, ok, "size %q", s)
+	v, err := strconv.ParseFloat(num, 64)
+	require.NoError(t, err, "size %q", s)
+	scale := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+	require.Positive(t, scale, "unit of %q", s)
+	return v * scale
+}
+
+// TestScaleTraffic checks the serving processes' traffic: users drawn at
+// random, each user's first request cold and no other, the marks on the
+// requests that reach them, and the traffic ending only once the duration
+// is over and every user has been seen.
+func TestScaleTraffic(t *testing.T) {
+	spec := scaleWorkerSpec{Index: 1, Users: 7, Convs: 3, Msgs: 10, Clients: 1, Duration: time.Nanosecond, MaxDur: time.Hour, RSSAt: []int{3, 7}}
+	tr := newScaleTraffic(spec, time.Now().Add(-time.Second))
+	seen := map[string]bool{}
+	var marks []int
+	requests := 0
+	for {
+		r, ok := tr.next()
+		if !ok {
+			break
+		}
+		requests++
+		require.Less(t, requests, 1000, "the traffic ends once every user is seen")
+		assert.Equal(t, !seen[r.id.User], r.cold, "request %d: cold exactly on its user's first", requests)
+		seen[r.id.User] = true
+		assert.Equal(t, scaleTenant, r.id.Tenant)
+		assert.NotEmpty(t, r.question)
+		assert.NotEmpty(t, r.answer)
+		if r.mark > 0 {
+			assert.Len(t, seen, r.mark, "a mark on the request that reaches it")
+			marks = append(marks, r.mark)
+		}
+		_, recorded := tr.finish(r)
+		assert.Equal(t, r.mark > 0, recorded)
+	}
+	assert.Len(t, seen, spec.Users)
+	assert.Equal(t, []int{3, 7}, marks)
+	require.Len(t, tr.marks, 2)
+	assert.Equal(t, 7, tr.marks[1].Users)
+	assert.Positive(t, tr.marks[0].Requests)
+	assert.Positive(t, tr.marks[0].Heap)
+
+	long := newScaleTraffic(scaleWorkerSpec{Index: 2, Users: 2, Convs: 1, Msgs: 2, Clients: 1, Duration: time.Hour, MaxDur: time.Hour}, time.Now())
+	for range 50 {
+		r, ok := long.next()
+		require.True(t, ok, "the duration is not over")
+		assert.Contains(t, []string{"user-00000", "user-00001"}, r.id.User)
+	}
+
+	capped := newScaleTraffic(scaleWorkerSpec{Index: 3, Users: 1_000_000, Convs: 1, Msgs: 2, Clients: 1, Duration: time.Nanosecond, MaxDur: time.Millisecond},
+		time.Now().Add(-time.Second))
+	_, ok := capped.next()
+	assert.False(t, ok, "past -scale-max-duration the traffic ends, every user seen or not")
 }

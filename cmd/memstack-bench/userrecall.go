@@ -81,18 +81,27 @@ func measureUserRecall(ctx context.Context, s store.Store, counts []int, samples
 	return out, nil
 }
 
-func timeUserRecall(ctx context.Context, s store.Store, tenant, user string, n, samples int) (userRecallResult, error) {
-	stack := func(opts ...memories.RecallOption) (schema.Memory, error) {
-		recent, err := memories.NewRecentN(6, memories.WithStore(s))
-		if err != nil {
-			return nil, err
-		}
-		recall, err := memories.NewRecall(append([]memories.RecallOption{memories.WithStore(s), memories.WithExcludeRecent(6)}, opts...)...)
-		if err != nil {
-			return nil, err
-		}
-		return combined.New([]schema.Memory{recent, recall}, combined.WithTokenBudget(1000))
+// agentStack returns the memory stack an agent over s would use, which
+// the user-recall table and the scale benchmark measure: RecentN(6) and
+// a Recall of the user's conversations (the default scope, excluding the
+// window's six messages) under combined.WithTokenBudget(1000).
+func agentStack(s store.Store) (schema.Memory, error) {
+	recent, err := memories.NewRecentN(6, memories.WithStore(s))
+	if err != nil {
+		return nil, fmt.Errorf("RecentN: %w", err)
 	}
+	recall, err := memories.NewRecall(memories.WithStore(s), memories.WithExcludeRecent(6))
+	if err != nil {
+		return nil, fmt.Errorf("Recall: %w", err)
+	}
+	return combined.New([]schema.Memory{recent, recall}, combined.WithTokenBudget(1000))
+}
+
+// timeUserRecall times, for the user of tenant with n conversations in s,
+// the first load of fresh agent stacks in a new conversation, samples
+// warm loads, and the saves of a user-scoped against a
+// conversation-scoped Recall (see measureUserRecall).
+func timeUserRecall(ctx context.Context, s store.Store, tenant, user string, n, samples int) (userRecallResult, error) {
 	here := memstack.WithIdentity(ctx, memstack.Identity{Tenant: tenant, User: user, Conversation: "new"})
 	r := userRecallResult{conversations: n}
 	var mem schema.Memory
@@ -104,7 +113,7 @@ func timeUserRecall(ctx context.Context, s store.Store, tenant, user string, n, 
 	cold := make([]time.Duration, coldSamples)
 	for i := range cold {
 		var err error
-		if mem, err = stack(); err != nil {
+		if mem, err = agentStack(s); err != nil {
 			return userRecallResult{}, err
 		}
 		if cold[i], err = ask(i); err != nil {
