@@ -391,11 +391,11 @@ func TestScale(t *testing.T) {
 	assert.Contains(t, md, "**200 messages**")
 	assert.Contains(t, md, "This run is smaller than the issue's")
 
-	// Population: | 5 | 2 | 20 | 200 | calls | took | messages/s | vacuum |
+	// Population: | 5 | 2 | 20 | 200 | calls | took | messages/s | backfill | vacuum |
 	pop := linesWithPrefix(md, "| 5 | 2 | 20 | 200 |")
 	require.Len(t, pop, 1, "the population row")
-	assert.Regexp(t, `^\| 5 \| 2 \| 20 \| 200 \| 20 \| `+durRE+` \| [\d,]+ \| `+durRE+` \|$`, pop[0],
-		"20 AppendBatches calls (each a turn of the 5 users' conversation), a time, a rate and the vacuum's time")
+	assert.Regexp(t, `^\| 5 \| 2 \| 20 \| 200 \| 20 \| `+durRE+` \| [\d,]+ \| `+durRE+` \| `+durRE+` \|$`, pop[0],
+		"20 AppendBatches calls (each a turn of the 5 users' conversation), a time, a rate, the recall index's backfill (on) and the vacuum's time")
 
 	// Latencies: count, p50, p95, p99, max per row; p95 ≥ p50 > 0.
 	counts := map[string]int{}

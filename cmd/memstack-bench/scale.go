@@ -32,6 +32,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/pgstore"
 )
 
@@ -79,7 +80,7 @@ func scaleConversation(c int) string { return fmt.Sprintf("conv-%03d", c) }
 var scaleStoreOptions = []struct {
 	name string
 	opt  pgstore.Option
-}{}
+}{{"pgstore.WithRecallIndex()", pgstore.WithRecallIndex()}}
 
 // scaleOptions returns the options of scaleStoreOptions.
 func scaleOptions() []pgstore.Option {
@@ -183,6 +184,7 @@ type scaleResult struct {
 	server  string // PostgreSQL's version
 	pop     populateResult
 	vacuum  time.Duration // VACUUM (ANALYZE) and CHECKPOINT after the population
+	indexed time.Duration // the recall index's backfill of the population (0: the index is off)
 	before  dbSize        // after the population
 	after   dbSize        // after the serving
 	workers []scaleWorkerReport
@@ -249,7 +251,12 @@ func runScale(ctx context.Context, sc scaleConfig, args []string, stderr io.Writ
 	}
 	res.server = "PostgreSQL " + strings.Fields(res.server)[0]
 
-	s, err := pgstore.Open(ctx, dsn, scaleOptions()...)
+	// The population writes with pgstore's defaults (no recall index), as
+	// a deployment that had the messages before it turned the index on;
+	// then a Store with the serving options opens the tables, and, when
+	// they turn the recall index on, its background backfill indexes
+	// every conversation, timed until the index is complete.
+	s, err := pgstore.Open(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
@@ -259,6 +266,12 @@ func runScale(ctx context.Context, sc scaleConfig, args []string, stderr io.Writ
 	}
 	if err != nil {
 		return nil, err
+	}
+	if res.indexed, err = indexPopulation(ctx, dsn, admin); err != nil {
+		return nil, err
+	}
+	if res.indexed > 0 {
+		fmt.Fprintf(progress, "scale: the recall index's backfill indexed the population in %v\n", res.indexed.Round(time.Millisecond))
 	}
 	t0 := time.Now()
 	for _, q := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
@@ -288,6 +301,40 @@ func runScale(ctx context.Context, sc scaleConfig, args []string, stderr io.Writ
 	res.took = time.Since(start)
 	fmt.Fprintf(progress, "scale: done in %v, load average %s\n", res.took.Round(time.Second), res.machine.loadAfter)
 	return res, nil
+}
+
+// indexPopulation opens the tables with the serving options and, if the
+// recall index is then on, waits for its backfill to index every
+// conversation; it returns how long that took (0 when the index is off).
+func indexPopulation(ctx context.Context, dsn string, admin *pgx.Conn) (time.Duration, error) {
+	start := time.Now()
+	s, err := pgstore.Open(ctx, dsn, scaleOptions()...)
+	if err != nil {
+		return 0, fmt.Errorf("opening the store with the serving options: %w", err)
+	}
+	defer func() { _ = s.Close() }()
+	var on bool
+	if err := admin.QueryRow(ctx, "SELECT enabled FROM memstack_recall_meta").Scan(&on); err != nil {
+		return 0, fmt.Errorf("reading whether the recall index is on: %w", err)
+	}
+	if !on {
+		return 0, nil
+	}
+	probe := store.RecallScope{Scope: store.UserScope(scaleTenant, scaleUser(0))}
+	for {
+		_, err := s.SearchRecall(ctx, probe, indexkit.Query{Terms: []string{"x"}, K: 1})
+		if err == nil {
+			return time.Since(start), nil
+		}
+		if !errors.Is(err, store.ErrRecallNotReady) {
+			return 0, fmt.Errorf("waiting for the recall index: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // The population's shape: scalePopulateGroup users' conversations per

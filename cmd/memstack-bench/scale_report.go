@@ -147,15 +147,19 @@ func renderScale(r *scaleResult) string {
 		strings.Join(r.args, " "), r.machine.date.Format("2006-01-02 15:04 MST"), r.took.Round(time.Second), r.machine.cpuModel,
 		r.machine.cpus, r.machine.gomaxprocs, r.machine.memoryTotal, r.machine.goVersion, r.machine.osArch,
 		r.machine.loadBefore, r.machine.loadAfter, r.machine.cpus)
-	p("A throwaway %s on 127.0.0.1 (fsync off, shared_buffers 64 MB, on this machine: the server shares its cores with the serving processes) holds %s users × %s conversations × %s messages = **%s messages**, written through pgstore's public API: `AppendBatches` (`store.MultiAppender`) of one turn — a human and an AI message of the benchmark corpus — of %d users' conversations per call, %d calls at once, every turn dated (`memstack.WithTime`: a user's conversations a week apart, their turns a minute apart), then `VACUUM (ANALYZE)` and `CHECKPOINT`. Store options: %s.\n\n",
+	p("A throwaway %s on 127.0.0.1 (fsync off, shared_buffers 64 MB, on this machine: the server shares its cores with the serving processes) holds %s users × %s conversations × %s messages = **%s messages**, written through pgstore's public API: `AppendBatches` (`store.MultiAppender`) of one turn — a human and an AI message of the benchmark corpus — of %d users' conversations per call, %d calls at once, every turn dated (`memstack.WithTime`: a user's conversations a week apart, their turns a minute apart), with pgstore's defaults; then a Store with the serving options opens the tables (with the recall index on, its background backfill indexes every conversation, as it would a deployment's existing messages, timed until complete), then `VACUUM (ANALYZE)` and `CHECKPOINT`. Serving store options: %s.\n\n",
 		r.server, fmtCount(c.users), fmtCount(c.convs), fmtCount(c.msgs), fmtCount(messages), min(scalePopulateGroup, c.users), scalePopulateWriters, scaleOptionsText())
 	p("Then %d processes — this binary re-executed, each with its own `pgstore.Open` pool and one memory stack for every user, the user-recall table's: `RecentN(6)` + `Recall()` of the user's conversations under `combined.WithTokenBudget(1000)` — serve at once, %d request(s) at a time each, for %v (longer, up to %v, if a process has not yet seen every user). A request is a random user's (drawn uniformly, with replacement: a process sees more users as it serves, and a process keeps serving until it has seen all %s). It continues one of the user's conversations, chosen at random, or one time in %.0f starts a new one; it loads with a question the user asked before (`LoadMemoryVariables`), then saves the turn (`SaveContext`: one transaction, which over PostgreSQL also writes the user's recall-journal entry when the Recall indexes in process). A user's first load in a process is cold: with the in-process index (the default) that process's Recall lists, reads and indexes every conversation of the user; with the recall index in the database, it searches the database.\n\n",
 		c.procs, c.clients, c.duration, c.maxDur, fmtCount(c.users), 1/scaleNewShare)
 
 	p("%s\n\n", headScalePop)
-	p("| users | conversations per user | messages per conversation | messages | `AppendBatches` calls | took | messages/s | `VACUUM (ANALYZE)` + `CHECKPOINT` |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	p("| %s | %s | %s | %s | %s | %s | %s | %s |\n\n", fmtCount(c.users), fmtCount(c.convs), fmtCount(c.msgs), fmtCount(r.pop.messages),
-		fmtCount(r.pop.calls), fmtDur(r.pop.took), fmtCount(int(float64(r.pop.messages)/r.pop.took.Seconds())), fmtDur(r.vacuum))
+	indexed := "off"
+	if r.indexed > 0 {
+		indexed = fmtDur(r.indexed)
+	}
+	p("| users | conversations per user | messages per conversation | messages | `AppendBatches` calls | took | messages/s | recall index backfill | `VACUUM (ANALYZE)` + `CHECKPOINT` |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n\n", fmtCount(c.users), fmtCount(c.convs), fmtCount(c.msgs), fmtCount(r.pop.messages),
+		fmtCount(r.pop.calls), fmtDur(r.pop.took), fmtCount(int(float64(r.pop.messages)/r.pop.took.Seconds())), indexed, fmtDur(r.vacuum))
 
 	p("%s\n\n", headScaleLatency)
 	p("| | count | p50 | p95 | p99 | max |\n|---|---:|---:|---:|---:|---:|\n")
