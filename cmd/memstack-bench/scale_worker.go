@@ -16,7 +16,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +111,19 @@ func runScaleWorker(ctx context.Context, args []string, stdin io.Reader, stdout,
 		cancel()
 	}()
 
+	// MEMSTACK_SCALE_CPUPROFILE=dir writes each serving process's CPU
+	// profile of its serving to dir/cpu-N.pprof (go tool pprof reads it).
+	if dir := os.Getenv("MEMSTACK_SCALE_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", spec.Index)))
+		if err != nil {
+			return fmt.Errorf("process %d: %w", spec.Index, err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("process %d: %w", spec.Index, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := serveScale(ctx, spec, mem, stderr)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", spec.Index, err)
