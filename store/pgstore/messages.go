@@ -88,7 +88,7 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	} else {
 		err = s.write(ctx, func(b *pgx.Batch) {
 			s.lockIdentity(b, k)
-			b.Queue(s.q.recall.guard)
+			s.queueGuard(b)
 			s.queueAppend(b, k, unit, bodies, system)
 		})
 		if s.indexTurnedOn(err) {
@@ -161,7 +161,7 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 			for _, l := range locks {
 				b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 			}
-			b.Queue(s.q.recall.guard)
+			s.queueGuard(b)
 			for _, p := range parts {
 				s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
 			}
@@ -343,7 +343,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	k := identOf(id)
 	var removed int64
 	indexed := func() (err error) {
-		removed, err = s.removeIndexed(ctx, k, s.q.removePrefix, through, nil, false)
+		removed, err = s.removeIndexed(ctx, k, s.q.removePrefix, through, nil, false, false)
 		return err
 	}
 	var err error
@@ -352,7 +352,7 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	} else {
 		err = s.write(ctx, func(b *pgx.Batch) {
 			s.lockIdentity(b, k)
-			b.Queue(s.q.recall.guard)
+			s.queueGuard(b)
 			b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
 		})
 		if s.indexTurnedOn(err) {

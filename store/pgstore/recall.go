@@ -258,6 +258,18 @@ var errCorruptIndex = fmt.Errorf("%w (an index row, not a message)", store.ErrCo
 // sqlstateDivisionByZero is the guard's failure: the index is on.
 const sqlstateDivisionByZero = "22012"
 
+// recallLock is the advisory lock that orders the guard against the
+// enable: a guarded write holds it shared until it commits; the enable
+// takes it exclusively, so it waits for every guarded write in flight
+// and then reads (in a new statement, a new snapshot) what they wrote.
+func (s *Store) recallLock() int64 { return lockKey("recall", s.prefix) }
+
+// queueGuard queues the guard of a write that does not index.
+func (s *Store) queueGuard(b *pgx.Batch) {
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", s.recallLock())
+	b.Queue(s.q.recall.guard)
+}
+
 // indexTurnedOn reports whether err is the guard's failure (r.guard):
 // the write did not index, and the index is on. It records that the index
 // is on, so the write runs again the indexed way.
@@ -498,7 +510,13 @@ func (s *Store) writeTx(ctx context.Context, first func(conn *pgx.Conn, b *pgx.B
 			if err = then(b2); err == nil {
 				b2.Queue("COMMIT")
 				err = conn.SendBatch(ctx, b2).Close()
-				if err != nil && mayHaveCommitted(err) {
+				if err == nil {
+					// Committed: tx does not know it (the COMMIT was not
+					// its own), so no Rollback, which would send a
+					// ROLLBACK and could fail after the commit.
+					return nil
+				}
+				if mayHaveCommitted(err) {
 					err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
 				}
 			}
@@ -605,6 +623,12 @@ func scanOne(ctx context.Context, q querier, query string, args []any, dest ...a
 // index, and the backfill. A stored message that does not decode is left
 // out (it cannot be shown either).
 func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident) error {
+	for _, d := range s.q.recall.deleteConv {
+		b.Queue(d, k.hash, ns)
+	}
+	if derivedKey(k.key) {
+		return nil // never indexed: its messages are not read
+	}
 	id, err := memstack.ParseKey(k.key)
 	if err != nil {
 		return fmt.Errorf("recall index: %w", err)
@@ -626,12 +650,6 @@ func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string,
 	})
 	if err != nil {
 		return fmt.Errorf("recall index: reading the messages of %s: %w", k.key, err)
-	}
-	for _, d := range s.q.recall.deleteConv {
-		b.Queue(d, k.hash, ns)
-	}
-	if derivedKey(k.key) {
-		return nil
 	}
 	st := indexkit.NewConv()
 	w, err := st.Add(seqs, indexkit.Prepare(msgs))
@@ -777,7 +795,7 @@ func blobs[K any](ctx context.Context, q querier, query string, args ...any) ([]
 // removal, which returns how many messages it removed), the index trimmed
 // or rebuilt, then more (Rewrite's appends) and, when rebuild is set, the
 // conversation indexed afresh from what the transaction left.
-func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, through int64, more func(b *pgx.Batch), rebuild bool) (int64, error) {
+func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, through int64, more func(b *pgx.Batch), appends, rebuild bool) (int64, error) {
 	var removed int64
 	err := s.interactive(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.identityLock(k)); err != nil {
@@ -800,6 +818,9 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 		}
 		if !on || !ok && !corrupt {
 			return nil
+		}
+		if removed == 0 && !appends {
+			return nil // nothing changed (sqlitestore's early return)
 		}
 		if rebuild || corrupt {
 			b := &pgx.Batch{}
@@ -888,6 +909,14 @@ func (s *Store) backfill(ctx context.Context) error {
 				if !errors.Is(err, pgx.ErrNoRows) {
 					return err
 				}
+				// Still stored? (Forgotten or cleared since the listing:
+				// nothing to index, and no state row to leave behind.)
+				var count int64
+				if err := scanOne(ctx, tx, r.count, []any{k.hash, c.ns}, &count); errors.Is(err, pgx.ErrNoRows) || err == nil && count == 0 {
+					return nil
+				} else if err != nil {
+					return err
+				}
 				b := &pgx.Batch{}
 				if err := s.reindex(ctx, tx, b, c.ns, k); err != nil {
 					return err
@@ -910,7 +939,14 @@ func (s *Store) backfill(ctx context.Context) error {
 func (s *Store) startRecall(ctx context.Context, enable bool) error {
 	r := &s.q.recall
 	if enable {
-		if _, err := s.pool.Exec(ctx, r.enable); err != nil {
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.recallLock()); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, r.enable)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("pgstore: turning the recall index on (tables with prefix %q on %s): %w", s.prefix, s.addr, err)
 		}
 	}
@@ -1099,6 +1135,9 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 	for _, h := range order {
 		data = append(data, *convs[h])
 	}
+	// By identity key, as sqlitestore reads them: the scope's totals are
+	// float sums, whose last bits follow their order.
+	slices.SortFunc(data, func(a, b indexkit.ConvData) int { return strings.Compare(a.ID, b.ID) })
 	found, err := indexkit.Search(q, data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: recall index: %w", errCorruptIndex, err)

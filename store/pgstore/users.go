@@ -49,7 +49,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	// same transaction (O(its messages): Rewrite is rare, AsHistory's
 	// wholesale changes).
 	indexed := func() (err error) {
-		removed, err = s.removeIndexed(ctx, k, s.q.rewrite, through, more, true)
+		removed, err = s.removeIndexed(ctx, k, s.q.rewrite, through, more, len(bodies) > 0, true)
 		return err
 	}
 	if s.indexOn.Load() {
@@ -57,7 +57,7 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 	} else {
 		err = s.write(ctx, func(b *pgx.Batch) {
 			s.lockIdentity(b, k)
-			b.Queue(s.q.recall.guard)
+			s.queueGuard(b)
 			b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
 			more(b)
 		})
