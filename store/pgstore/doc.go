@@ -192,8 +192,14 @@
 // it writes grow with its messages, not with the conversation; a Store
 // that last saw the index off appends in one round trip with a guard
 // that makes the transaction fail if the index is on, and then runs it
-// again the indexed way — so no message is ever stored unindexed in
-// tables that keep the index.
+// again the indexed way (the guard holds an advisory lock shared, which
+// turning the index on takes exclusively before it reads what is stored)
+// — so no message a build of this version writes is ever stored
+// unindexed in tables that keep the index. Builds before schema version 4
+// know no index: one still running on the tables (a Store opened before
+// the migration, a build of version 1, which checks no version) stores
+// its messages unindexed, so finish upgrading every process before
+// turning the index on.
 //
 // # Messages
 //
