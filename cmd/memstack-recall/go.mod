@@ -4,14 +4,21 @@ go 1.26.0
 
 require (
 	github.com/memstack/memstack v0.0.0-00010101000000-000000000000
-	github.com/stretchr/testify v1.10.0
+	github.com/memstack/memstack/store/pgstore v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.11.1
 	github.com/tmc/langchaingo v0.1.14
 )
 
 require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
@@ -56,3 +63,5 @@ require (
 replace github.com/memstack/memstack => ../..
 
 replace github.com/memstack/memstack/store/sqlitestore => ../../store/sqlitestore
+
+replace github.com/memstack/memstack/store/pgstore => ../../store/pgstore

@@ -560,3 +560,52 @@ func FirstOpened(units []byte, c Conv) (o Opened, ok bool, err error) {
 	}
 	return o, true, nil
 }
+
+// DaySeqs is how many Seqs one day row of a store covers (a row's chunk
+// is Seq / DaySeqs), so an append never rewrites a long row: a
+// conversation that saves thousands of turns a day has a row per DaySeqs
+// of them.
+const DaySeqs = 1024
+
+// DayRow is what one append adds to one day row of a store: the entries
+// (AppendOpened) of the units opened on Day whose Seqs fall in Chunk.
+type DayRow struct {
+	Day   int32
+	Chunk int64
+	Data  []byte
+}
+
+// DayRows files the units opened (Writes.Opened; their Seqs among seqs,
+// whose times are at) under their days: the rows to append to, each
+// once, in the order first met. A message with no time (stored before
+// memstack recorded times) is filed under no day.
+func DayRows(opened []Opened, seqs []int64, at []time.Time) []DayRow {
+	type key struct {
+		day   int32
+		chunk int64
+	}
+	index := map[key]int{}
+	var rows []DayRow
+	j := 0
+	for _, o := range opened {
+		for j < len(seqs) && seqs[j] < o.Seq {
+			j++
+		}
+		if j == len(seqs) || j >= len(at) {
+			break
+		}
+		d := DayKey(at[j])
+		if d == 0 {
+			continue
+		}
+		k := key{d, o.Seq / DaySeqs}
+		i, ok := index[k]
+		if !ok {
+			i = len(rows)
+			index[k] = i
+			rows = append(rows, DayRow{Day: d, Chunk: k.chunk})
+		}
+		rows[i].Data = AppendOpened(rows[i].Data, o)
+	}
+	return rows
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -422,4 +423,26 @@ func TestSearchRejectsBadQueries(t *testing.T) {
 	d.Postings[0] = d.Postings[0][:5]
 	_, err = indexkit.Search(indexkit.Query{Terms: []string{"appl"}, K: 1}, []indexkit.ConvData{d})
 	assert.ErrorContains(t, err, `conversation "c", term "appl"`)
+}
+
+// TestDayRows: the units opened are filed under their own day, in their
+// own location, a row per (day, Seq / DaySeqs), each row once; a message
+// without a time is filed under no day.
+func TestDayRows(t *testing.T) {
+	zone := time.FixedZone("UTC-7", -7*3600)
+	late := time.Date(2026, 3, 5, 23, 0, 0, 0, zone) // 6 March in UTC
+	next := time.Date(2026, 3, 6, 9, 0, 0, 0, zone)
+	opened := []indexkit.Opened{{Seq: 1, Kinds: [2]bool{true, true}}, {Seq: 3, Kinds: [2]bool{true, false}}, {Seq: indexkit.DaySeqs + 1, Kinds: [2]bool{true, true}}, {Seq: indexkit.DaySeqs + 5, Kinds: [2]bool{true, true}}}
+	seqs := []int64{1, 2, 3, indexkit.DaySeqs + 1, indexkit.DaySeqs + 5}
+	at := []time.Time{late, late, late, next, {}}
+	rows := indexkit.DayRows(opened, seqs, at)
+	require.Len(t, rows, 2)
+	assert.Equal(t, indexkit.DayRow{Day: 20260305, Chunk: 0, Data: indexkit.AppendOpened(indexkit.AppendOpened(nil, opened[0]), opened[1])}, rows[0])
+	assert.Equal(t, indexkit.DayRow{Day: 20260306, Chunk: 1, Data: indexkit.AppendOpened(nil, opened[2])}, rows[1])
+	turns, err := indexkit.OpenedSeqs(rows[0].Data, indexkit.Turns)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 3}, turns)
+	exchanges, err := indexkit.OpenedSeqs(rows[0].Data, indexkit.Exchanges)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1}, exchanges)
 }

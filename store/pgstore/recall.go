@@ -302,48 +302,15 @@ func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, w indexkit.Writes, s
 		}
 		b.Queue(r.upTerms, ns, t, u, k.hash, terms, chunks, data)
 	}
-	if days, chunks, data := dayRows(w.Opened, seqs, at); len(days) > 0 {
+	if rows := indexkit.DayRows(w.Opened, seqs, at); len(rows) > 0 {
+		days, chunks, data := make([]int32, len(rows)), make([]int64, len(rows)), make([][]byte, len(rows))
+		for i, d := range rows {
+			days[i], chunks[i], data[i] = d.Day, d.Chunk, d.Data
+		}
 		b.Queue(r.upDays, ns, t, u, k.hash, days, chunks, data)
 	}
 	state, _ := st.MarshalBinary()
 	b.Queue(r.writeState, k.hash, ns, t, u, k.key, state)
-}
-
-// daySeqs is how many Seqs one day row covers (its chunk is Seq/daySeqs),
-// so an append never rewrites a long row.
-const daySeqs = 1024
-
-// dayRows files the units opened (their Seqs among seqs, whose times are
-// at) under their days: the rows (day, chunk) to append to and their
-// entries, each row once.
-func dayRows(opened []indexkit.Opened, seqs []int64, at []time.Time) (days []int32, chunks []int64, data [][]byte) {
-	type row struct {
-		day   int32
-		chunk int64
-	}
-	at2 := map[row]int{}
-	j := 0
-	for _, o := range opened {
-		for j < len(seqs) && seqs[j] < o.Seq {
-			j++
-		}
-		if j == len(seqs) || j >= len(at) {
-			break
-		}
-		d := indexkit.DayKey(at[j])
-		if d == 0 {
-			continue // no time (a message stored before memstack recorded times)
-		}
-		r := row{d, o.Seq / daySeqs}
-		i, ok := at2[r]
-		if !ok {
-			i = len(days)
-			at2[r] = i
-			days, chunks, data = append(days, r.day), append(chunks, r.chunk), append(data, nil)
-		}
-		data[i] = indexkit.AppendOpened(data[i], o)
-	}
-	return days, chunks, data
 }
 
 // indexPart is one identity's messages of an indexed append.
@@ -737,7 +704,7 @@ func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k id
 			b.Queue(d, k.hash, s.ns, emptied)
 		}
 	}
-	b.Queue(r.deleteDays, k.hash, s.ns, (through+1)/daySeqs)
+	b.Queue(r.deleteDays, k.hash, s.ns, (through+1)/indexkit.DaySeqs)
 	st, err = indexkit.Rebuild(all, st.Msgs)
 	if err != nil {
 		return fmt.Errorf("%w: recall index of %s: %w", errCorruptIndex, k.key, err)

@@ -169,44 +169,17 @@ func (s *Store) indexAppended(ctx context.Context, tx *sql.Tx, ns string, p pend
 const upsertDaysSQL = `INSERT INTO memstack_recall_days (ns, day, identity, chunk, data) VALUES (?, ?, ?, ?, ?)
 	ON CONFLICT (ns, day, identity, chunk) DO UPDATE SET data = data || excluded.data`
 
-// daySeqs is how many Seqs one day row covers (its chunk is Seq/daySeqs),
-// so an append never rewrites a long row: a conversation that saves
-// thousands of turns a day has a row per daySeqs of them.
-const daySeqs = 1024
-
 // writeDays files the units opened (their Seqs among seqs, whose times
-// are at) under their days: one row per day and conversation.
+// are at) under their days: one row per day and conversation
+// (indexkit.DayRows).
 func (s *Store) writeDays(ctx context.Context, tx *sql.Tx, ns, key string, opened []indexkit.Opened, seqs []int64, at []time.Time) error {
-	if len(opened) == 0 {
+	rows := indexkit.DayRows(opened, seqs, at)
+	if len(rows) == 0 {
 		return nil
-	}
-	type row struct {
-		day   int32
-		chunk int64
-	}
-	byRow := map[row][]byte{}
-	var rows []row
-	j := 0
-	for _, o := range opened {
-		for j < len(seqs) && seqs[j] < o.Seq {
-			j++
-		}
-		if j == len(seqs) || j >= len(at) {
-			break
-		}
-		d := indexkit.DayKey(at[j])
-		if d == 0 {
-			continue // no time (a message stored before memstack recorded times)
-		}
-		r := row{d, o.Seq / daySeqs}
-		if _, ok := byRow[r]; !ok {
-			rows = append(rows, r)
-		}
-		byRow[r] = indexkit.AppendOpened(byRow[r], o)
 	}
 	st := tx.StmtContext(ctx, s.stmtUpDays)
 	for _, r := range rows {
-		if _, err := st.ExecContext(ctx, ns, r.day, key, r.chunk, byRow[r]); err != nil {
+		if _, err := st.ExecContext(ctx, ns, r.Day, key, r.Chunk, r.Data); err != nil {
 			return fmt.Errorf("recall index: writing the units of a day: %w", err)
 		}
 	}
@@ -332,8 +305,8 @@ func (s *Store) trimIndexRows(ctx context.Context, tx *sql.Tx, ns, key string, t
 		}
 	}
 	// Day rows whose Seqs the removal took all of (a row's are below
-	// (chunk+1)·daySeqs); a row it cut keeps entries a reader skips.
-	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_recall_days WHERE ns = ? AND identity = ? AND chunk < ?`, ns, key, (through+1)/daySeqs); err != nil {
+	// (chunk+1)·indexkit.DaySeqs); a row it cut keeps entries a reader skips.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memstack_recall_days WHERE ns = ? AND identity = ? AND chunk < ?`, ns, key, (through+1)/indexkit.DaySeqs); err != nil {
 		return fmt.Errorf("recall index: deleting the days of removed units: %w", err)
 	}
 	st, err = indexkit.Rebuild(all, st.Msgs)
