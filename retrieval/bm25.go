@@ -46,17 +46,17 @@ const (
 // Only docs that share at least one term with the query are hits; hits are
 // ordered by score, then newest (highest Seq) first.
 //
-// Each scope keeps its docs and, per term, bounds of its frequency by
-// block of neighbouring docs, in process memory. What a conversation does
-// costs O(terms of the docs near the change): Add of a doc that joins the
-// end of the scope's order or replaces one, Remove of the newest or the
-// oldest doc. Other changes (a doc inserted before the end, one removed
-// from the middle, a batch of more than a quarter of the scope) rebuild
-// the bounds, O(terms of the scope's docs). Search bounds the blocks its
+// Each scope keeps its docs and, per term, bounds of its share of the
+// score by block of neighbouring docs, in process memory. What a
+// conversation does costs O(terms of the docs near the change): Add of a
+// doc that joins the end of the scope's order or replaces one, Remove of
+// the newest or the oldest doc. Other changes (a doc inserted before the
+// end, one removed from the middle, a batch of more than a quarter of the
+// scope) rebuild the bounds, O(terms of the scope's docs), as does a mean
+// doc length that moved by half since they were built. Search bounds the blocks its
 // terms reach and scores only those that can hold one of the k best (see
-// bm25_prune.go): on a long conversation a few per cent of its docs, or
-// fewer. Its allocations are what it returns. BM25 is safe for concurrent
-// use.
+// bm25_prune.go): on a long conversation a few in a thousand of its docs.
+// Its allocations are what it returns. BM25 is safe for concurrent use.
 type BM25 struct {
 	mu     sync.RWMutex
 	scopes map[string]*bm25Scope
@@ -250,15 +250,17 @@ func (x *BM25) Search(ctx context.Context, scope, query string, k int) ([]Hit, e
 	return s.searchNear(terms, k, x.near), nil
 }
 
-// nearBuf is searchNear's working arrays, kept between searches: bound is
-// all zeros when it is put back.
+// nearBuf is searchNear's working arrays, kept between searches: bound and
+// seen are all zeros when it is put back.
 type nearBuf struct {
-	bound, kmin []float64 // by block
-	touched     []int32   // blocks
-	best, cand  blockHeap
-	qs          []qterm
-	qmark       []int32   // term number → index+1 in qs (else 0)
-	f           []float64 // by query term and position in a block
+	bound     []float64 // by block
+	seen      []bool    // by superblock
+	touched   []int32   // superblocks
+	cands     candHeap
+	qs        []qterm
+	qmark     []int32   // term number → index+1 in qs (else 0)
+	f         []float64 // by query term and position in a block
+	stretched [stretchBuckets + 1]float64
 }
 
 // maxKeptBuf bounds the buffers kept for the next search, in elements: a

@@ -1,8 +1,6 @@
 package retrieval
 
 import (
-	"cmp"
-	"container/heap"
 	"math"
 	"slices"
 )
@@ -13,57 +11,124 @@ import (
 // bounds (as in Ding & Suel's block-max indexes and their successors,
 // here over a document-ordered index whose docs reach their neighbours).
 // The order of a scope's docs is cut into blocks of blockSize consecutive
-// positions. For each term the scope keeps, per block its words reach, the
-// largest weighted frequency (its own and its neighbours', weighted) that
-// any position of the block has for it, and per block the smallest length
-// with neighbours of its positions. A query then:
+// positions. A term's impact at a position is the saturation BM25 gives
+// its weighted frequency f there (its own and its neighbours', weighted)
+// at the position's length with neighbours l:
 //
-//  1. bounds each block's best score: the sum, over the query's terms, of
-//     the BM25 share a doc would get with the block's largest frequency and
-//     its smallest length — no doc of the block can score more;
-//  2. scores the positions of the best-bounded few blocks, exactly, which
-//     gives a first k-th best score θ;
-//  3. scores the other blocks whose bound reaches θ, best bound first,
-//     raising θ as it goes, and stops at the first bound below θ.
+//	u = f / (f + k1 · (1 − b + b · l/avgRef))
 //
-// A block is scored from the docs whose words reach it (its own and two on
-// either side), which lie next to each other in the scope's arrays.
+// so that, when avgRef is the scope's mean length, the position's score
+// is Σ idf(q) · (k1+1) · u over the query's terms. For each term the
+// scope keeps, per block its words reach, the largest impact any position
+// of the block has for it, rounded up to a multiple of 1/maxImpact: by
+// superblock of superSize blocks, one entry of superSize bounds, so that
+// a term that reaches most blocks (a common word of a long conversation)
+// costs a few bytes a block, and a query reads each term's entries in
+// order, once. A query then:
+//
+//  1. bounds each block its terms reach: the sum, over the query's terms,
+//     of idf · (k1+1) times the block's impact — no doc of the block can
+//     score more;
+//  2. takes the best-bounded blocks, about a sixty-fourth of those its
+//     terms reach (found with a histogram of the bounds), and scores
+//     their positions, exactly, best bound first, until the best bound
+//     left is below the k-th best score found, θ;
+//  3. does the same with the other blocks whose bound reaches θ — none
+//     when θ is above every bound left already, as it is on the
+//     benchmark's corpus.
+//
+// The impacts are kept at a reference mean length, avgRef, set when the
+// bounds are built; the mean moves as docs come and go. A query whose
+// mean is avg stretches each stored impact u to u / (u + r·(1−u)), r =
+// avgRef/avg, when the mean has grown (r < 1: the saturation of f at any
+// length is then at most that), through a table by bucket of impacts,
+// and takes it as it is otherwise (a smaller mean only lowers the
+// impacts). When the mean moves by more than maxDrift either way, the
+// bounds are rebuilt around it.
+//
+// A block is scored from the docs whose words reach it (its own and two
+// on either side), which lie next to each other in the scope's arrays
+// and, as docs are added in order, in memory (see alloc).
 //
 // The result is the exhaustive search's, hit for hit and score for score
 // (a test holds the two equal): a block is skipped only when its bound,
 // with a margin far above rounding, is below θ, and every position scored
 // is scored with the same expression in the same order as before pruning.
-// On real conversations a query's rare words reach few blocks, and the
-// rest fall below θ; where every turn shares the query's words (the
-// benchmark's corpus) a bound still separates blocks that hold the
-// query's words themselves from those their neighbours only touch.
+// A bound sums, term by term, the best impact anywhere in its block, so it
+// is loose where the query's words fall on different positions of a
+// block; still, on the benchmark's corpus, where every turn shares the
+// query's words and every term reaches most blocks, a few blocks in a
+// thousand reach θ. A query costs one pass over its terms' entries and
+// over the blocks they reach, and the few blocks it scores; on real
+// conversations a query's rare words reach few blocks.
 //
 // Each term's df (the positions its words reach, which BM25's idf counts)
-// is kept too, so a query needs no walk over the docs to know it. A change at one position that moves no other doc — an append at the
-// end of the order (what a conversation does), a removal of the last doc,
-// a doc replaced in place — changes only the positions within two of it:
+// is kept too, so a query needs no walk over the docs to know it. A
+// change at one position that moves no other doc — an append at the end
+// of the order (what a conversation does), a removal of the last doc, a
+// doc replaced in place — changes only the positions within two of it:
 // reweigh updates the counts and raises the bounds from the docs around
-// it. Any other change (an insertion or a removal before the end, or a
-// batch larger than a quarter of the scope) marks them stale, and the end
-// of the call rebuilds them in one pass over the docs (rebound).
-// Bounds may be too high (a removal or a replacement leaves them so; no
-// change lowers them), never too low; counts are always exact.
+// it (the impacts of the terms whose frequency grew, and of every term at
+// a position whose length shrank). Any other change (an insertion or a
+// removal before the end, or a batch larger than a quarter of the scope)
+// marks them stale, and the end of the call rebuilds them in one pass
+// over the docs (rebound). Bounds may be too high (a removal or a
+// replacement leaves them so; no change lowers them), never too low;
+// counts are always exact.
 
 // blockSize is how many consecutive positions of the order a block holds.
-// Smaller blocks bound more tightly and cost more bounds per query: at 4,
-// a query of the benchmark's corpus at 50,000 docs scores 1–3% of them.
+// Smaller blocks bound more tightly and cost more bounds per query.
 const blockSize = 4
 
-// boundMargin is the relative margin by which a block's bound must fall
-// below θ to be skipped: far above the rounding of a sum of a few dozen
-// terms (about 1e-15), far below any difference of scores that matters.
+// superSize is how many consecutive blocks a superblock holds: how many
+// bounds of a term one entry keeps. searchNear adds an entry's bounds one
+// by one: it must be 4.
+const superSize = 4
+
+const _, _ uint = superSize - 4, 4 - superSize // superSize is 4
+
+// boundMargin is the relative margin by which a bound must fall below θ
+// to be skipped: far above the rounding of a sum of a few dozen terms
+// (about 1e-15), far below any difference of scores that matters.
 const boundMargin = 1e-9
 
-// blockMax is a term's largest weighted frequency at the positions of one
-// block, rounded up to a float32.
-type blockMax struct {
-	block int32
-	f     float32
+// maxDrift is how far, as a factor, the scope's mean length may move from
+// the bounds' reference (avgRef) before the bounds are rebuilt around it.
+const maxDrift = 1.5
+
+// termBounds are a term's bounds, by superblock its words reach, in
+// order: super[i] is the superblock, and u[i] the largest impact the term
+// has at each of its blocks' positions, in units of 1/maxImpact, rounded
+// up (0 where it reaches none).
+type termBounds struct {
+	super []int32
+	u     [][superSize]uint16
+}
+
+// span returns the range of t's superblocks within [from, to).
+func (t *termBounds) span(from, to int) (lo, hi int) {
+	hi = len(t.super)
+	if hi > 0 && int(t.super[hi-1]) >= to { // (rare: removals at the end)
+		hi, _ = slices.BinarySearch(t.super, int32(to))
+	}
+	if from > 0 {
+		lo, _ = slices.BinarySearch(t.super[:hi], int32(from))
+	}
+	return lo, hi
+}
+
+// maxImpact is the unit of a stored impact: impacts lie in [0, 1), and a
+// stored one is rounded up to a multiple of 1/maxImpact.
+const maxImpact = math.MaxUint16
+
+// quantize returns impact u (in [0, 1]) in units of 1/maxImpact, rounded
+// up: q/maxImpact is never below u.
+func quantize(u float64) uint16 {
+	q := math.Ceil(u * maxImpact)
+	if q/maxImpact < u { // the product rounded down
+		q++
+	}
+	return uint16(min(maxImpact, q))
 }
 
 // winTF is one term's frequencies in the docs around a changed position p
@@ -75,62 +140,58 @@ type winTF struct {
 	was, is float64
 }
 
-// roundUp32 returns the smallest float32 not below f.
-func roundUp32(f float64) float32 {
-	r := float32(f)
-	if float64(r) < f {
-		r = math.Nextafter32(r, float32(math.Inf(1)))
-	}
-	return r
-}
-
 // nearWeights returns the weights of a doc's words at offsets -2..2 from
 // its position: 1 at its own, the neighbour weights at the others.
 func nearWeights(near [2]float64) [5]float64 {
 	return [5]float64{near[1], near[0], 1, near[0], near[1]}
 }
 
-// raise makes term t's bound at block b at least f. The caller holds s.mu
-// for writing; b is at or near the end of t's blocks.
-func (s *bm25Scope) raise(t int32, b int32, f float64) {
-	v := roundUp32(f)
-	e := s.bmax[t]
-	i := len(e)
-	switch {
-	case i > 0 && e[i-1].block == b: // the last block (an append's usual case)
-		i--
-	case i > 0 && e[i-1].block > b: // an earlier block (rare): search
-		i, _ = slices.BinarySearchFunc(e, b, func(x blockMax, b int32) int { return cmp.Compare(x.block, b) })
-	}
-	if i < len(e) && e[i].block == b {
-		e[i].f = max(e[i].f, v)
-		return
-	}
-	s.bmax[t] = slices.Insert(e, i, blockMax{b, v})
+// impact is a term's impact at a position where its weighted frequency
+// is f and the length with neighbours l, at the bounds' reference mean
+// length (see above).
+func (s *bm25Scope) impact(f, l float64) float64 {
+	return f / (f + BM25K1*(1-BM25B+BM25B*l/s.avgRef))
 }
 
-// lowerLen makes block q/blockSize's smallest length at most position q's
-// length with neighbours, growing the blocks to hold q. The caller holds
-// s.mu for writing.
-func (s *bm25Scope) lowerLen(q int, near [2]float64) {
-	b := q / blockSize
-	for len(s.lmin) <= b {
-		s.lmin = append(s.lmin, math.Inf(1))
+// stretch returns the largest impact at the mean length avg of a term
+// whose impact at the reference mean is at most u, for r = avgRef/avg < 1
+// (see above).
+func stretch(u, r float64) float64 {
+	return u / (u + r*(1-u))
+}
+
+// raise makes term t's bound at block b at least impact u. The caller
+// holds s.mu for writing; b is at or near the end of t's blocks.
+func (s *bm25Scope) raise(t int32, b int32, u float64) {
+	v := quantize(u)
+	sb := b / superSize
+	e := &s.bmax[t]
+	i := len(e.super)
+	switch {
+	case i > 0 && e.super[i-1] == sb: // the last superblock (an append's usual case)
+		i--
+	case i > 0 && e.super[i-1] > sb: // an earlier one (rare): search
+		i, _ = slices.BinarySearch(e.super, sb)
 	}
-	s.lmin[b] = min(s.lmin[b], s.nearLen(q, near))
+	if i == len(e.super) || e.super[i] != sb {
+		e.super = slices.Insert(e.super, i, sb)
+		e.u = slices.Insert(e.u, i, [superSize]uint16{})
+	}
+	e.u[i][b%superSize] = max(e.u[i][b%superSize], v)
 }
 
 // reweigh keeps the counts and bounds up to date when the doc at position
-// p of the order changes from before to after without moving any other
-// doc: appended at the end (!was), about to be removed from the end (!is),
-// or replaced in place. Only positions p-2..p+2 change, through the terms
-// of the docs at p-4..p+4. It runs before the order loses a removed
-// position and after it gains an appended one (p is in the order); the
-// caller then lowers the blocks' lengths (lowerLens). A removal from the
-// front (p the first live position, which becomes a tombstone) is a
-// removal too: tombstones reach nothing. The caller holds s.mu for
-// writing, with the bounds current before the change.
-func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, near [2]float64) {
+// p of the order changes from before (of length lb) to after (of length
+// la) without moving any other doc: appended at the end (!was), about to
+// be removed from the end (!is), or replaced in place. Only positions
+// p-2..p+2 change, through the terms of the docs at p-4..p+4: a term's
+// bound is raised where its frequency grew, and every term's where the
+// length with neighbours shrank. It runs before the order loses a removed
+// position and after it gains an appended one (p is in the order). A
+// removal from the front (p the first live position, which becomes a
+// tombstone) is a removal too: tombstones reach nothing. The caller holds
+// s.mu for writing, with the bounds current before the change.
+func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, lb, la float64, near [2]float64) {
 	n := len(s.order)
 	weight := nearWeights(near)
 	win := s.wterms[:0]
@@ -156,16 +217,26 @@ func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, near [2]
 	for _, d := range after {
 		slot(d.term).is = d.tf
 	}
+	// The lengths with neighbours of p-2..p+2 after the change, and
+	// where they shrank.
+	var length [5]float64
+	var shrank [5]bool
+	anyShrank := false
+	for q := max(s.dead, p-2); q <= min(n-1, p+2); q++ {
+		length[q-p+2] = s.nearLenWith(q, p, la, near)
+		shrank[q-p+2] = length[q-p+2] < s.nearLenWith(q, p, lb, near)
+		anyShrank = anyShrank || shrank[q-p+2]
+	}
 	moved := was != is // position p itself comes or goes
 	for i := range win {
 		w := &win[i]
 		s.win[w.term] = 0
 		changed := w.was != w.is
-		if !changed && !moved {
+		if !changed && !moved && !anyShrank {
 			continue // a neighbour's term: nothing it reaches changes
 		}
 		for q := max(s.dead, p-2); q <= min(n-1, p+2); q++ {
-			if q != p && !changed {
+			if q != p && !changed && !shrank[q-p+2] {
 				continue
 			}
 			// The weighted frequency at q before and after, summed in
@@ -191,37 +262,45 @@ func (s *bm25Scope) reweigh(p int, before, after []docTF, was, is bool, near [2]
 			case cb && !ca:
 				s.cdf[w.term]--
 			}
-			if ca && (!cb || fa > fb) {
-				s.raise(w.term, int32(q/blockSize), fa)
+			if ca && (!cb || fa > fb || shrank[q-p+2]) {
+				s.raise(w.term, int32(q/blockSize), s.impact(fa, length[q-p+2]))
 			}
 		}
 	}
 	s.wterms = win[:0]
 }
 
-// lowerLens lowers the blocks' smallest lengths for positions p-2..p+2,
-// whose lengths with neighbours a change at p moved, and drops blocks the
-// order no longer reaches. The caller holds s.mu for writing.
-func (s *bm25Scope) lowerLens(p int, near [2]float64) {
-	n := len(s.order)
-	s.lmin = s.lmin[:min(len(s.lmin), (n+blockSize-1)/blockSize)]
-	for q := max(0, p-2); q <= min(n-1, p+2); q++ {
-		s.lowerLen(q, near)
+// nearLenWith is nearLen(q) with the doc at position p of length lp.
+func (s *bm25Scope) nearLenWith(q, p int, lp float64, near [2]float64) float64 {
+	at := func(j int) float64 {
+		if j == p {
+			return lp
+		}
+		return s.olen[j]
 	}
+	l := at(q)
+	for dist := 1; dist <= 2; dist++ {
+		for _, j := range [2]int{q - dist, q + dist} {
+			if j >= 0 && j < len(s.olen) {
+				l += near[dist-1] * at(j)
+			}
+		}
+	}
+	return l
 }
 
-// rebound rebuilds every term's count and bounds, and the blocks'
-// lengths: a sweep over every doc from reset counts. The caller holds s.mu
-// for writing.
+// rebound rebuilds every term's count and bounds, at the current mean
+// length: a sweep over every doc from reset counts. The caller holds s.mu
+// for writing, with the lengths' sum current.
 func (s *bm25Scope) rebound(near [2]float64) {
 	if s.boundsOK {
 		return
 	}
 	s.dropDead()
 	s.rebuilds++
-	s.lmin = s.lmin[:0]
+	s.avgRef = s.mean()
 	for t := range s.cdf {
-		s.cdf[t], s.bmax[t] = 0, nil
+		s.cdf[t], s.bmax[t] = 0, termBounds{}
 	}
 	s.sweepTail(0, near)
 	s.boundsOK = true
@@ -264,6 +343,10 @@ func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 	at := s.ringAt
 	done := func(d int) {
 		slot := d % 5
+		l := 0.0
+		if len(ring[slot]) > 0 {
+			l = s.nearLen(d, near)
+		}
 		for _, e := range ring[slot] {
 			at[int(e.term)*5+slot] = 0
 			if e.f <= 0 {
@@ -272,7 +355,7 @@ func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 			if d >= start || !before[d-start+2][e.term] {
 				s.cdf[e.term]++
 			}
-			s.raise(e.term, int32(d/blockSize), e.f)
+			s.raise(e.term, int32(d/blockSize), s.impact(e.f, l))
 		}
 		ring[slot] = ring[slot][:0]
 	}
@@ -299,9 +382,6 @@ func (s *bm25Scope) sweepTail(start int, near [2]float64) {
 	for d := max(from, n-2); d < n; d++ {
 		done(d)
 	}
-	for q := from; q < n; q++ {
-		s.lowerLen(q, near)
-	}
 }
 
 // termF is a term's weighted frequency at a position.
@@ -310,10 +390,11 @@ type termF struct {
 	f    float64
 }
 
-// qterm is a query term the scope holds, with its idf.
+// qterm is a query term the scope holds, with its idf and c = idf·(k1+1),
+// the most it adds to a score.
 type qterm struct {
-	id  int32
-	idf float64
+	id     int32
+	idf, c float64
 }
 
 // searchNear returns the k best docs for the query's distinct terms (see
@@ -339,35 +420,82 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		idf := math.Log(1 + (live-df+0.5)/(df+0.5))
 		norm += idf * (BM25K1 + 1)
 		if df > 0 {
-			qs = append(qs, qterm{id: id, idf: idf})
+			qs = append(qs, qterm{id: id, idf: idf, c: idf * (BM25K1 + 1)})
 		}
 	}
 	nb := (n + blockSize - 1) / blockSize
-	if cap(buf.bound) < nb {
+	ns := (nb + superSize - 1) / superSize
+	if cap(buf.seen) < ns {
 		// With room to grow: a conversation's scope gains a block every
 		// few turns.
-		buf.bound, buf.kmin = make([]float64, nb, nb+nb/4), make([]float64, nb, nb+nb/4)
+		buf.bound = make([]float64, ns*superSize, (ns+ns/4)*superSize)
+		buf.seen = make([]bool, ns, ns+ns/4)
 	}
-	bound, kmin := buf.bound[:nb], buf.kmin[:nb]
-	// 1. Each block's bound, term by term, for the blocks the terms
-	// reach (a block's smallest length term at its first).
-	touched := buf.touched[:0]
-	firstLive := int32(s.dead / blockSize)
-	bPerAvg := BM25B / avg // (a bound may round otherwise than a score: see boundMargin)
-	for _, q := range qs {
-		c := q.idf * (BM25K1 + 1)
-		for _, e := range s.bmax[q.id] {
-			b := e.block
-			if int(b) >= nb || b < firstLive {
-				continue // a block emptied by removals at the end, or of tombstones
-			}
-			f := float64(e.f)
-			if bound[b] == 0 {
-				touched = append(touched, b)
-				kmin[b] = BM25K1 * (1 - BM25B + s.lmin[b]*bPerAvg)
-			}
-			bound[b] += c * f / (f + kmin[b])
+	bound, seen := buf.bound[:ns*superSize], buf.seen[:ns]
+	// 1. Each block's bound, term by term, each term's entries read in
+	// order. When the mean length has grown since the bounds were built
+	// (r < 1), a stored impact is stretched (see above) through a table by
+	// bucket of stretchBucket units, each bucket at its top.
+	r := s.avgRef / avg
+	var stretched *[stretchBuckets + 1]float64
+	if r < 1 {
+		stretched = &buf.stretched
+		for i := range stretched {
+			stretched[i] = stretch(min(1, float64(i*stretchBucket)/maxImpact), r)
 		}
+	}
+	// The superblocks touched: all of them when the terms' bounds are
+	// about as many (dense), else those they reach, noted in seen.
+	firstSuper := s.dead / blockSize / superSize
+	total := 0
+	for _, q := range qs {
+		total += len(s.bmax[q.id].super)
+	}
+	dense := total >= ns-firstSuper
+	touched := buf.touched[:0]
+	if dense {
+		for sb := firstSuper; sb < ns; sb++ {
+			touched = append(touched, int32(sb))
+		}
+	}
+	for _, q := range qs {
+		e := &s.bmax[q.id]
+		lo, hi := e.span(firstSuper, ns) // not of tombstones only, nor emptied by removals at the end
+		supers, us := e.super[lo:hi], e.u[lo:hi]
+		us = us[:len(supers)]
+		if !dense {
+			for _, sb := range supers {
+				if !seen[sb] {
+					seen[sb] = true
+					touched = append(touched, sb)
+				}
+			}
+		}
+		if stretched == nil {
+			c := q.c / maxImpact
+			for i, sb := range supers {
+				b := bound[int(sb)*superSize:][:superSize]
+				u := &us[i]
+				b[0] += c * float64(u[0])
+				b[1] += c * float64(u[1])
+				b[2] += c * float64(u[2])
+				b[3] += c * float64(u[3])
+			}
+			continue
+		}
+		for i, sb := range supers { // the same, through the table
+			b := bound[int(sb)*superSize:][:superSize]
+			for j, v := range us[i] {
+				b[j] += q.c * stretched[(int(v)+stretchBucket-1)/stretchBucket]
+			}
+		}
+	}
+	// Blocks of tombstones only, or past the last position, hold no hit.
+	for b := firstSuper * superSize; b < s.dead/blockSize; b++ {
+		bound[b] = 0
+	}
+	for b := nb; b < ns*superSize; b++ {
+		bound[b] = 0
 	}
 	// The query's terms by number, for reading the docs.
 	if cap(buf.qmark) < len(s.terms) {
@@ -381,57 +509,84 @@ func (s *bm25Scope) searchNear(terms []string, k int, near [2]float64) []Hit {
 		buf.f = make([]float64, len(qs)*blockSize)
 	}
 	sc := blockScorer{s: s, qs: qs, qmark: qmark, f: buf.f[:len(qs)*blockSize], near: near, avg: avg, norm: norm}
-	// 2. The best-bounded blocks, enough to hold k docs twice over,
-	// scored first for a first θ.
 	top := newTopK(k)
-	best := &buf.best
-	best.b, best.bound, best.max = best.b[:0], bound, false
-	m := min(len(touched), 2*(k/blockSize+1))
-	for _, b := range touched {
-		if len(best.b) < m {
-			best.b = append(best.b, b)
-			heap.Fix(best, len(best.b)-1) // a push that boxes nothing
-		} else if bound[b] > bound[best.b[0]] {
-			best.b[0] = b
-			heap.Fix(best, 0)
+	// A block whose bound v has v·scale below θ, the k-th best score so
+	// far (which only rises), holds none of the k best.
+	scale := (1 + boundMargin) / norm
+	below := func(v float64) bool { return len(top.h) == k && v*scale < top.h[0].Score }
+	// scoreBest scores the candidates best bound first, until the best
+	// left is below θ, and drops the others.
+	cands := buf.cands[:0]
+	scoreBest := func() {
+		for len(cands) > 0 && !below(cands[0].v) {
+			sc.score(int(cands.pop().b), top)
+		}
+		cands = cands[:0]
+	}
+	// 2. The best-bounded blocks, about a sixty-fourth of them (or enough
+	// to hold k docs twice over), best bound first, for a first θ. They
+	// are those whose bound reaches t, found with a histogram of the
+	// bounds (a bound is at most norm) by histBins-th parts of norm.
+	var hist [histBins]int32
+	for _, sb := range touched {
+		for _, v := range bound[int(sb)*superSize : int(sb)*superSize+superSize] {
+			hist[min(histBins-1, int(v*float64(histBins)/norm))]++
 		}
 	}
-	for _, b := range best.b {
-		sc.score(int(b), top)
-		bound[b] = -1 // scored
+	hist[0] = 0 // blocks no term reaches, and the lowest
+	m := int32(max(2*(min(k, n)/blockSize+1), nb/64))
+	t := math.Inf(1)
+	for i, count := histBins-1, int32(0); i > 0 && count < m; i-- {
+		count += hist[i]
+		t = float64(i) * norm / histBins
 	}
-	// 3. The other blocks that can hold one of the k best, best bound
-	// first, until a bound falls below θ (which only rises).
-	below := func(b int32) bool {
-		return len(top.h) == k && bound[b]/norm*(1+boundMargin) < top.h[0].Score
-	}
-	cand := &buf.cand
-	cand.b, cand.bound, cand.max = cand.b[:0], bound, true
-	for _, b := range touched {
-		if bound[b] >= 0 && !below(b) {
-			cand.b = append(cand.b, b)
+	for _, sb := range touched {
+		for j, v := range bound[int(sb)*superSize : int(sb)*superSize+superSize] {
+			if v >= t {
+				cands = append(cands, cand{sb*superSize + int32(j), v})
+			}
 		}
 	}
-	heap.Init(cand) // O(blocks); only those scored pay O(log blocks)
-	for len(cand.b) > 0 && !below(cand.b[0]) {
-		sc.score(int(cand.b[0]), top)
-		last := len(cand.b) - 1
-		cand.b[0], cand.b = cand.b[last], cand.b[:last] // a pop that boxes nothing
-		if last > 0 {
-			heap.Fix(cand, 0)
+	cands.init()
+	scoreBest()
+	// 3. The other blocks whose bound reaches θ, best bound first: none
+	// when θ is above t already (as on the benchmark's corpus, where the
+	// seeds hold the k best).
+	theta := -1.0 // no θ yet: every block is a candidate
+	if len(top.h) == k {
+		theta = top.h[0].Score
+	}
+	rest := t*scale >= theta // else every bound below t is below θ
+	for _, sb := range touched {
+		b := bound[int(sb)*superSize : int(sb)*superSize+superSize]
+		if rest {
+			for j, v := range b {
+				if v > 0 && v < t && v*scale >= theta {
+					cands.push(cand{sb*superSize + int32(j), v})
+				}
+			}
 		}
+		clear(b)         // the buffers go back zeroed
+		seen[sb] = false // (never set when dense)
 	}
-	for _, b := range touched {
-		bound[b] = 0 // the buffer goes back zeroed
-	}
+	scoreBest()
 	for _, q := range qs {
 		qmark[q.id] = 0
 	}
-	best.bound, cand.bound = nil, nil
-	buf.qs, buf.touched = qs, touched
+	buf.qs, buf.cands, buf.touched = qs, cands, touched
 	buf.put()
 	return top.hits()
 }
+
+// histBins is how many bins searchNear's histogram of block bounds has.
+const histBins = 128
+
+// A stretched impact is read from a table by bucket of stretchBucket
+// units (see searchNear).
+const (
+	stretchBucket  = 256
+	stretchBuckets = (maxImpact + stretchBucket - 1) / stretchBucket
+)
 
 // blockScorer scores blocks for one search.
 type blockScorer struct {
@@ -485,28 +640,61 @@ func (c *blockScorer) score(b int, top *topK) {
 	}
 }
 
-// blockHeap is a heap of blocks by bound: the lowest on top, or the
-// highest with max.
-type blockHeap struct {
-	b     []int32
-	bound []float64
-	max   bool
+// cand is a candidate block and its bound.
+type cand struct {
+	b int32
+	v float64
 }
 
-func (h *blockHeap) Len() int { return len(h.b) }
-func (h *blockHeap) Less(i, j int) bool {
-	if h.max {
-		return h.bound[h.b[i]] > h.bound[h.b[j]]
+// candHeap is a max-heap of candidate blocks by bound.
+type candHeap []cand
+
+// init makes h a heap: O(len(h)).
+func (h candHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
-	return h.bound[h.b[i]] < h.bound[h.b[j]]
 }
-func (h *blockHeap) Swap(i, j int) { h.b[i], h.b[j] = h.b[j], h.b[i] }
 
-// Push and Pop are heap.Interface's; searchNear grows and shrinks b
-// itself (heap.Push and heap.Pop would box each block).
-func (h *blockHeap) Push(x any) { h.b = append(h.b, x.(int32)) }
-func (h *blockHeap) Pop() any {
-	x := h.b[len(h.b)-1]
-	h.b = h.b[:len(h.b)-1]
-	return x
+// down moves h[i] down to its place.
+func (h candHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		if r := l + 1; r < len(h) && h[r].v > h[l].v {
+			l = r
+		}
+		if h[i].v >= h[l].v {
+			return
+		}
+		h[i], h[l] = h[l], h[i]
+		i = l
+	}
+}
+
+// push adds c.
+func (h *candHeap) push(c cand) {
+	*h = append(*h, c)
+	a := *h
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].v >= a[i].v {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+// pop removes and returns the best candidate.
+func (h *candHeap) pop() cand {
+	a := *h
+	top, last := a[0], len(a)-1
+	a[0] = a[last]
+	*h = a[:last]
+	h.down(0)
+	return top
 }

@@ -9,11 +9,12 @@ import (
 // bm25Scope is one scope's index. Its docs are kept in Seq order, one
 // entry a doc by position (order, olen, docs), each doc a slice of (term
 // number, weighted frequency) pairs over the scope's numbered terms (ids,
-// terms). For pruned search (bm25_prune.go) each term also has its df with
-// neighbours and its bounds per block. The index holds no pointer per term
-// occurrence and no per-term posting list: the garbage collector scans a
-// pointer a doc and two a term, and a search reads the docs around the
-// blocks it scores, which lie together in memory.
+// terms), in chunks of an arena (alloc). For pruned search (bm25_prune.go)
+// each term also has its df with neighbours and its bounds per block. The
+// index holds no pointer per term occurrence and no per-term posting
+// list: the garbage collector scans a pointer a doc and three a term, and
+// a search reads the docs around the blocks it scores, which lie together
+// in memory.
 type bm25Scope struct {
 	mu     sync.RWMutex
 	ids    map[string]int32 // term → its number
@@ -33,21 +34,27 @@ type bm25Scope struct {
 	ctotal   float64
 	ctotalOK bool
 	// Pruning: per term number, the positions its words reach (cdf, its
-	// df) and its largest weighted frequency per block (bmax); per block,
-	// the smallest length with neighbours (lmin). boundsOK is false while
-	// they wait to be rebuilt.
+	// df) and its largest impact per block, by superblock (bmax), at the
+	// reference mean length avgRef. boundsOK is false while they wait to
+	// be rebuilt.
 	cdf      []int32
-	bmax     [][]blockMax
-	lmin     []float64
+	bmax     []termBounds
+	avgRef   float64
 	boundsOK bool
 	win      []int32 // term number → index+1 in wterms during reweigh, a mark elsewhere (else 0)
 	wterms   []winTF // reweigh's window
 	ringAt   []int32 // sweepTail's scratch: term*5 + position%5 → index+1 (else 0)
 	rebuilds int     // how many times rebound rebuilt the bounds (for tests)
+	// The docs' terms lie in arena chunks (see alloc): arena is the
+	// current one; held is the number of terms the docs hold, garbage
+	// that of docs replaced or removed since the last repack.
+	arena         []docTF
+	held, garbage int
+	repacks       int // how many times repack copied the docs (for tests)
 }
 
 func newBM25Scope() *bm25Scope {
-	return &bm25Scope{ids: make(map[string]int32), ctotalOK: true, boundsOK: true}
+	return &bm25Scope{ids: make(map[string]int32), ctotalOK: true, boundsOK: true, avgRef: 1}
 }
 
 // docTF is one term of a doc: its number and weighted frequency.
@@ -98,8 +105,7 @@ func (s *bm25Scope) add(prep []prepared, near [2]float64) {
 			}
 			s.order, s.olen, s.docs = append(s.order, p.seq), append(s.olen, p.n), append(s.docs, doc)
 			if s.boundsOK {
-				s.reweigh(i, nil, doc, false, true, near)
-				s.lowerLens(i, near)
+				s.reweigh(i, nil, doc, false, true, 0, p.n, near)
 			}
 			continue
 		}
@@ -158,12 +164,22 @@ func (s *bm25Scope) settle(near [2]float64) {
 	}
 	s.recount(near)
 	s.maybeCompact()
+	s.repack()
+	if m := s.mean(); m > s.avgRef*maxDrift || m*maxDrift < s.avgRef {
+		s.boundsOK = false // the bounds, kept at avgRef, would loosen
+	}
 	s.rebound(near)
 }
 
-// hold counts doc's terms as held by one more doc (by < 0: one fewer). The
-// caller holds s.mu for writing.
+// hold counts doc's terms as held by one more doc (by < 0: one fewer, its
+// room in the arena then garbage). The caller holds s.mu for writing.
 func (s *bm25Scope) hold(doc []docTF, by int32) {
+	if by > 0 {
+		s.held += len(doc)
+	} else {
+		s.held -= len(doc)
+		s.garbage += len(doc)
+	}
 	for _, d := range doc {
 		was := s.own[d.term]
 		s.own[d.term] += by
@@ -179,11 +195,60 @@ func (s *bm25Scope) hold(doc []docTF, by int32) {
 // numbered returns p's terms as a doc of s, numbering new terms. The
 // caller holds s.mu for writing.
 func (s *bm25Scope) numbered(p prepared) []docTF {
-	doc := make([]docTF, 0, len(p.tf))
+	doc := s.alloc(len(p.tf))
 	for t, f := range p.tf {
 		doc = append(doc, docTF{s.termID(t), f})
 	}
 	return doc
+}
+
+// Arena chunks: at least minChunk terms, and at most maxChunk unless a
+// doc needs more.
+const (
+	minChunk = 64
+	maxChunk = 4096
+)
+
+// alloc returns an empty doc with room for n terms, from the scope's arena:
+// docs added one after another lie one after another in memory, so that a
+// search reads the docs around a block from a few neighbouring cache lines.
+// A chunk is as large as the docs the scope holds (within minChunk and
+// maxChunk), so a small scope's arena is small. The caller holds s.mu for
+// writing.
+func (s *bm25Scope) alloc(n int) []docTF {
+	if cap(s.arena)-len(s.arena) < n {
+		s.arena = make([]docTF, 0, max(n, min(maxChunk, max(minChunk, s.held))))
+	}
+	at := len(s.arena)
+	s.arena = s.arena[:at+n]
+	return s.arena[at : at : at+n]
+}
+
+// repack copies the docs into a fresh arena, in order, when the arena's
+// garbage (the room of docs replaced or removed since the last repack)
+// outweighs the docs held: O(terms held), once per as many terms dropped.
+// The caller holds s.mu for writing, between changes.
+func (s *bm25Scope) repack() {
+	if s.garbage <= max(s.held, maxChunk) {
+		return
+	}
+	s.arena = nil
+	for i, d := range s.docs {
+		if d != nil {
+			s.docs[i] = append(s.alloc(len(d)), d...)
+		}
+	}
+	s.garbage = 0
+	s.repacks++
+}
+
+// mean is the docs' mean length with neighbours (1 for none, or none
+// long): what BM25 divides lengths by. Valid when ctotalOK.
+func (s *bm25Scope) mean() float64 {
+	if live := s.live(); live > 0 && s.ctotal > 0 {
+		return s.ctotal / float64(live)
+	}
+	return 1
 }
 
 // live is how many docs s holds.
@@ -210,7 +275,7 @@ func (s *bm25Scope) dropDead() {
 func (s *bm25Scope) replace(i int, doc []docTF, n float64, near [2]float64) {
 	old := s.docs[i]
 	if s.boundsOK {
-		s.reweigh(i, old, doc, true, true, near)
+		s.reweigh(i, old, doc, true, true, s.olen[i], n, near)
 	}
 	s.hold(doc, 1) // first, so a term both hold is never unused
 	s.hold(old, -1)
@@ -229,9 +294,6 @@ func (s *bm25Scope) replace(i int, doc []docTF, n float64, near [2]float64) {
 		s.ctotal += (n - s.olen[i]) * share
 	}
 	s.olen[i] = n
-	if s.boundsOK {
-		s.lowerLens(i, near)
-	}
 }
 
 // remove drops seq's doc, if s holds it. The last doc and the first live
@@ -246,7 +308,7 @@ func (s *bm25Scope) remove(seq int64, near [2]float64) {
 	last := i == len(s.order)-1
 	first := i == s.dead && !last
 	if (last || first) && s.boundsOK {
-		s.reweigh(i, s.docs[i], nil, true, false, near)
+		s.reweigh(i, s.docs[i], nil, true, false, s.olen[i], 0, near)
 	} else {
 		s.dropDead()
 		i, _ = slices.BinarySearch(s.order, seq)
@@ -268,7 +330,6 @@ func (s *bm25Scope) remove(seq int64, near [2]float64) {
 		}
 		s.docs[i], s.olen[i] = nil, 0
 		s.dead++
-		s.lowerLens(i, near)
 		return
 	}
 	s.order = slices.Delete(s.order, i, i+1)
@@ -278,9 +339,6 @@ func (s *bm25Scope) remove(seq int64, near [2]float64) {
 		s.ctotal -= s.appendDelta(n, near) // what appending it added
 	} else {
 		s.ctotalOK = false
-	}
-	if last && s.boundsOK {
-		s.lowerLens(i, near)
 	}
 }
 
@@ -368,7 +426,7 @@ func (s *bm25Scope) termID(t string) int32 {
 	s.terms = append(s.terms, t)
 	s.own = append(s.own, 0)
 	s.cdf = append(s.cdf, 0)
-	s.bmax = append(s.bmax, nil)
+	s.bmax = append(s.bmax, termBounds{})
 	s.win = append(s.win, 0)
 	s.unused++ // until a doc holds it
 	return id
@@ -397,7 +455,7 @@ func (s *bm25Scope) compact() {
 	terms := make([]string, 0, held)
 	own := make([]int32, 0, held)
 	cdf := make([]int32, 0, held)
-	bmax := make([][]blockMax, 0, held)
+	bmax := make([]termBounds, 0, held)
 	for old, t := range s.terms {
 		if s.own[old] == 0 {
 			renum[old] = -1

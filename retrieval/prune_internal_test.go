@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memstack/memstack/internal/benchcorpus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -85,10 +86,11 @@ func (s *bm25Scope) exhaustive(terms []string, near [2]float64) []Hit {
 }
 
 // checkBounds checks the pruning data against the live docs: the sum of the
-// lengths with neighbours (which the mean length divides), every term's
-// count is the number of positions its words reach, no position's
-// weighted frequency exceeds its block's bound, and no position's length
-// with neighbours is below its block's smallest.
+// lengths with neighbours (which the mean length divides), the mean within
+// maxDrift of the bounds' reference, every term's count is the number of
+// positions its words reach, no position's impact (its weighted frequency
+// saturated at its length with neighbours) exceeds its block's bound, and
+// each term's superblocks are in order.
 func checkBounds(t *testing.T, x *BM25, scope string, what string) {
 	t.Helper()
 	s := x.scope(scope, false)
@@ -105,10 +107,8 @@ func checkBounds(t *testing.T, x *BM25, scope string, what string) {
 		total += s.nearLen(q, x.near)
 	}
 	require.InDelta(t, total, s.ctotal, 1e-9*max(1, total), "%s: the sum of lengths with neighbours", what)
-	for q := s.dead; q < n; q++ {
-		if s.lmin[q/blockSize] > s.nearLen(q, x.near) {
-			t.Fatalf("%s: block %d's smallest length %v is above position %d's, %v", what, q/blockSize, s.lmin[q/blockSize], q, s.nearLen(q, x.near))
-		}
+	if m := s.mean(); m > s.avgRef*maxDrift || m*maxDrift < s.avgRef {
+		t.Fatalf("%s: the mean length %v drifted from the bounds' %v", what, m, s.avgRef)
 	}
 	// Each term's weighted frequency at every position, summed by
 	// position as a search sums it: one pass over the docs.
@@ -125,16 +125,26 @@ func checkBounds(t *testing.T, x *BM25, scope string, what string) {
 	for id := range s.terms {
 		reached, bi := 0, 0
 		bm := s.bmax[id]
+		if len(bm.u) != len(bm.super) {
+			t.Fatalf("%s: term %q: %d superblocks, %d blocks' bounds", what, s.terms[id], len(bm.super), len(bm.u))
+		}
+		for i := range bm.super {
+			if i > 0 && bm.super[i-1] >= bm.super[i] {
+				t.Fatalf("%s: term %q: superblocks out of order (%v)", what, s.terms[id], bm.super)
+			}
+		}
 		for q, fq := range f[id*n : (id+1)*n] {
 			if fq == 0 || q < s.dead {
 				continue // tombstones reach nothing
 			}
 			reached++
-			for bi < len(bm) && int(bm[bi].block) < q/blockSize {
+			sb := q / blockSize / superSize
+			for bi < len(bm.super) && int(bm.super[bi]) < sb {
 				bi++
 			}
-			if bi == len(bm) || int(bm[bi].block) != q/blockSize || fq > float64(bm[bi].f) {
-				t.Fatalf("%s: term %q at %d: frequency %v above its block's bound (%v)", what, s.terms[id], q, fq, bm)
+			u := s.impact(fq, s.nearLen(q, x.near))
+			if bi == len(bm.super) || int(bm.super[bi]) != sb || u > float64(bm.u[bi][q/blockSize%superSize])/maxImpact {
+				t.Fatalf("%s: term %q at %d: impact %v (frequency %v) above its block's bound (%v)", what, s.terms[id], q, u, fq, bm)
 			}
 		}
 		if int32(reached) != s.cdf[id] {
@@ -308,4 +318,156 @@ func TestSearchAllocatesWhatItReturns(t *testing.T) {
 			assert.LessOrEqual(t, allocs, 3.0, "n=%d %v: the top-k, its array and a boxed hit", n, terms)
 		}
 	}
+}
+
+// The pruned search on a corpus where every turn shares the query's words
+// (the benchmark's: every term reaches most blocks, so a query bounds
+// every block and scores a few), and on rare words (a query bounds only
+// the blocks they reach), equals the exhaustive one, for small and large
+// k: as built, once the mean length has grown since the bounds were built
+// (stored impacts are stretched), after removals from the front
+// (tombstones part of a superblock) and at the end (superblocks the order
+// no longer reaches).
+func TestPrunedSearchOnCommonWords(t *testing.T) {
+	ctx := context.Background()
+	x, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+	require.NoError(t, err)
+	var docs []Doc
+	for i := range 1500 {
+		docs = append(docs,
+			Doc{Seq: int64(2 * i), Text: benchcorpus.Human(i) + fmt.Sprintf(" rare%d", i%97)},
+			Doc{Seq: int64(2*i + 1), Text: benchcorpus.AI(i)})
+	}
+	require.NoError(t, x.Add(ctx, "s", docs))
+	s := x.scope("s", false)
+	queries := []string{"rare5", "rare17 rare40 zzz", "rare3 invoice"}
+	for i := range 25 {
+		queries = append(queries, benchcorpus.Human(1_000_000+i))
+	}
+	ks := []int{1, 3, 6, 50, 400, 5000}
+	// A query's terms reach every superblock (searchNear's dense case),
+	// or few (rare words).
+	dense := func(q string) bool {
+		total := 0
+		for _, t := range x.tokenize(q) {
+			if id, ok := s.ids[t]; ok {
+				total += len(s.bmax[id].super)
+			}
+		}
+		return total >= (len(s.order)+blockSize*superSize-1)/(blockSize*superSize)-s.dead/blockSize/superSize
+	}
+	require.True(t, dense(queries[3]))
+	require.False(t, dense(queries[0]))
+	checkBounds(t, x, "s", "built")
+	checkPruned(t, x, "s", queries, ks, "built")
+
+	// Longer docs: the mean grows, less than maxDrift.
+	next := int64(3000)
+	for i := range 300 {
+		require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: next, Text: benchcorpus.AI(5000+i) + " " + benchcorpus.AI(9000+i)}}))
+		next++
+	}
+	require.Less(t, s.avgRef, s.mean(), "the mean grew since the bounds were built")
+	checkBounds(t, x, "s", "grown")
+	checkPruned(t, x, "s", queries, ks, "grown")
+
+	// The oldest 701 removed one by one (tombstones), the newest 37.
+	for seq := range int64(701) {
+		require.NoError(t, x.Remove(ctx, "s", []int64{seq}))
+	}
+	require.Positive(t, s.dead%(blockSize*superSize), "tombstones fill part of a superblock")
+	for range 37 {
+		next--
+		require.NoError(t, x.Remove(ctx, "s", []int64{next}))
+	}
+	checkBounds(t, x, "s", "trimmed")
+	checkPruned(t, x, "s", queries, ks, "trimmed")
+	assert.Equal(t, 1, s.rebuilds, "nothing rebuilt the bounds after the first Add")
+}
+
+// A stored impact is rounded up, by less than a unit.
+func TestQuantize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		u := rng.Float64()
+		q := quantize(u)
+		require.GreaterOrEqual(t, float64(q)/maxImpact, u)
+		require.Less(t, float64(q)-1, u*maxImpact)
+	}
+	assert.Equal(t, uint16(0), quantize(0))
+	assert.Equal(t, uint16(maxImpact), quantize(1))
+	assert.Equal(t, uint16(1), quantize(1e-300))
+}
+
+// Docs replaced and removed leave garbage in the arena; once it outweighs
+// the docs held, repack copies them into a fresh one, and the index
+// searches as one built from the same docs.
+func TestArenaRepacks(t *testing.T) {
+	ctx := context.Background()
+	x, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+	require.NoError(t, err)
+	text := func(i, v int) string { return fmt.Sprintf("ferry timetable word%d harbour%d version%d", i%13, i%7, v) }
+	var docs []Doc
+	for i := range 300 {
+		docs = append(docs, Doc{Seq: int64(i), Text: text(i, 0)})
+	}
+	require.NoError(t, x.Add(ctx, "s", docs))
+	s := x.scope("s", false)
+	for v := 1; v <= 3000; v++ { // the last doc grows, as a unit does
+		docs[len(docs)-1].Text = text(len(docs)-1, v)
+		require.NoError(t, x.Add(ctx, "s", docs[len(docs)-1:]))
+		if v%500 == 0 { // and the oldest goes
+			require.NoError(t, x.Remove(ctx, "s", []int64{docs[0].Seq}))
+			docs = docs[1:]
+		}
+	}
+	assert.Positive(t, s.repacks, "the arena was repacked")
+	assert.LessOrEqual(t, s.garbage, max(s.held, maxChunk))
+	held := 0
+	for _, d := range s.docs {
+		held += len(d)
+	}
+	assert.Equal(t, held, s.held)
+	fresh, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+	require.NoError(t, err)
+	require.NoError(t, fresh.Add(ctx, "s", docs))
+	for _, q := range []string{"ferry word3", "version3000 harbour2", "version1", "word12 timetable"} {
+		want, err := fresh.Search(ctx, "s", q, 20)
+		require.NoError(t, err)
+		got, err := x.Search(ctx, "s", q, 20)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "query %q", q)
+	}
+	checkBounds(t, x, "s", "after repacks")
+	checkPruned(t, x, "s", []string{"ferry word3", "version3000 harbour2"}, []int{1, 5, 1000}, "after repacks")
+}
+
+// The bounds are kept at a reference mean length: a mean that moves by
+// less than maxDrift keeps them, one that moves by more rebuilds them
+// around it.
+func TestMeanDriftRebuildsBounds(t *testing.T) {
+	ctx := context.Background()
+	x, err := NewBM25(WithNeighbourWeights(0.5, 0.25))
+	require.NoError(t, err)
+	var docs []Doc
+	for i := range 1000 {
+		docs = append(docs, Doc{Seq: int64(i), Text: fmt.Sprintf("lake cabin w%d", i)})
+	}
+	require.NoError(t, x.Add(ctx, "s", docs))
+	s := x.scope("s", false)
+	ref, built := s.avgRef, s.rebuilds
+	long := "lake cabin sauna key trip budget offsite lisbon june hiring engineers monday"
+	seq := int64(1000)
+	for s.mean() < ref*maxDrift {
+		require.NoError(t, x.Add(ctx, "s", []Doc{{Seq: seq, Text: long}}))
+		seq++
+		if s.mean() <= ref*maxDrift {
+			require.Equal(t, built, s.rebuilds, "the mean moved by less than maxDrift")
+			require.Equal(t, ref, s.avgRef)
+		}
+	}
+	assert.Equal(t, built+1, s.rebuilds, "the mean moved by more than maxDrift")
+	assert.Equal(t, s.mean(), s.avgRef)
+	checkBounds(t, x, "s", "rebuilt")
+	checkPruned(t, x, "s", []string{"lake", "sauna w3", "w999 cabin"}, []int{1, 10, 5000}, "rebuilt")
 }
