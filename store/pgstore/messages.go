@@ -83,18 +83,9 @@ func (s *Store) Append(ctx context.Context, id memstack.Identity, msgs ...llms.C
 	indexed := func() error {
 		return s.appendIndexed(ctx, []int64{s.identityLock(k)}, []indexPart{{k, unit, bodies, system, indexkit.Prepare(msgs)}}, at)
 	}
-	if s.indexOn.Load() {
-		err = indexed()
-	} else {
-		err = s.write(ctx, func(b *pgx.Batch) {
-			s.lockIdentity(b, k)
-			s.queueGuard(b)
-			s.queueAppend(b, k, unit, bodies, system)
-		})
-		if s.indexTurnedOn(err) {
-			err = indexed()
-		}
-	}
+	err = s.writeGuarded(ctx, indexed, func(b *pgx.Batch) { s.lockIdentity(b, k) }, func(b *pgx.Batch) {
+		s.queueAppend(b, k, unit, bodies, system)
+	})
 	if err != nil {
 		return s.wrap("Append", k, err)
 	}
@@ -153,23 +144,16 @@ func (s *Store) AppendBatches(ctx context.Context, batches ...store.Batch) error
 		}
 		return s.appendIndexed(ctx, locks, parts, at)
 	}
-	var err error
-	if s.indexOn.Load() {
-		err = indexed()
-	} else {
-		err = s.write(ctx, func(b *pgx.Batch) {
-			for _, l := range locks {
-				b.Queue("SELECT pg_advisory_xact_lock($1)", l)
-			}
-			s.queueGuard(b)
-			for _, p := range parts {
-				s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
-			}
-		})
-		if s.indexTurnedOn(err) {
-			err = indexed()
+	lock := func(b *pgx.Batch) {
+		for _, l := range locks {
+			b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 		}
 	}
+	err := s.writeGuarded(ctx, indexed, lock, func(b *pgx.Batch) {
+		for _, p := range parts {
+			s.queueAppend(b, p.k, p.unit, p.bodies, p.system)
+		}
+	})
 	if err != nil {
 		return s.wrap("AppendBatches", parts[0].k, err)
 	}
@@ -346,19 +330,9 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 		removed, err = s.removeIndexed(ctx, k, s.q.removePrefix, through, nil, false, false)
 		return err
 	}
-	var err error
-	if s.indexOn.Load() {
-		err = indexed()
-	} else {
-		err = s.write(ctx, func(b *pgx.Batch) {
-			s.lockIdentity(b, k)
-			s.queueGuard(b)
-			b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
-		})
-		if s.indexTurnedOn(err) {
-			err = indexed()
-		}
-	}
+	err := s.writeGuarded(ctx, indexed, func(b *pgx.Batch) { s.lockIdentity(b, k) }, func(b *pgx.Batch) {
+		b.Queue(s.q.removePrefix, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+	})
 	if err != nil {
 		return 0, s.wrap("RemovePrefix", k, err)
 	}

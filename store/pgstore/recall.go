@@ -264,10 +264,25 @@ const sqlstateDivisionByZero = "22012"
 // and then reads (in a new statement, a new snapshot) what they wrote.
 func (s *Store) recallLock() int64 { return lockKey("recall", s.prefix) }
 
-// queueGuard queues the guard of a write that does not index.
-func (s *Store) queueGuard(b *pgx.Batch) {
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1)", s.recallLock())
-	b.Queue(s.q.recall.guard)
+// writeGuarded is every write that keeps the index: indexed, the
+// indexed way, while this Store knows the index on; else one write
+// (s.write) of lock's statements (the identities' locks), the guard (the
+// recall lock shared, then r.guard) and plain's statements — run again
+// as indexed when the guard finds the index on.
+func (s *Store) writeGuarded(ctx context.Context, indexed func() error, lock, plain func(b *pgx.Batch)) error {
+	if s.indexOn.Load() {
+		return indexed()
+	}
+	err := s.write(ctx, func(b *pgx.Batch) {
+		lock(b)
+		b.Queue("SELECT pg_advisory_xact_lock_shared($1)", s.recallLock())
+		b.Queue(s.q.recall.guard)
+		plain(b)
+	})
+	if s.indexTurnedOn(err) {
+		return indexed()
+	}
+	return err
 }
 
 // indexTurnedOn reports whether err is the guard's failure (r.guard):

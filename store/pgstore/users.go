@@ -52,19 +52,10 @@ func (s *Store) Rewrite(ctx context.Context, id memstack.Identity, through int64
 		removed, err = s.removeIndexed(ctx, k, s.q.rewrite, through, more, len(bodies) > 0, true)
 		return err
 	}
-	if s.indexOn.Load() {
-		err = indexed()
-	} else {
-		err = s.write(ctx, func(b *pgx.Batch) {
-			s.lockIdentity(b, k)
-			s.queueGuard(b)
-			b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
-			more(b)
-		})
-		if s.indexTurnedOn(err) {
-			err = indexed()
-		}
-	}
+	err = s.writeGuarded(ctx, indexed, func(b *pgx.Batch) { s.lockIdentity(b, k) }, func(b *pgx.Batch) {
+		b.Queue(s.q.rewrite, k.hash, s.ns, k.key, through).QueryRow(func(r pgx.Row) error { return r.Scan(&removed) })
+		more(b)
+	})
 	if err != nil {
 		return 0, s.wrap("Rewrite", k, err)
 	}
