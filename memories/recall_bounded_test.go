@@ -339,10 +339,19 @@ func TestRecall_ClearAbandonsADeleteThatIgnoresItsContext(t *testing.T) {
 	vs.hangDeletes.Store(false)
 	vs.release()
 	require.Eventually(t, func() bool { return vs.deletes.Load() >= 1 }, 5*time.Second, 10*time.Millisecond)
+	// The store's delete has returned; the Recall learns it an instant
+	// later, on the delete's goroutine (a save or load in between is not
+	// indexed yet, and retries). Within that instant, a load indexes the
+	// turn saved during the delete.
+	const offsite = "Human: Where is the offsite?\nAI: Lisbon, in June."
+	require.Eventually(t, func() bool {
+		got := rbLoad(m, ctx, "offsite")()
+		return got.err == nil && got.text == offsite
+	}, 5*time.Second, 10*time.Millisecond, "the turn saved during the delete is indexed after it")
 	require.NoError(t, rbSave(m, ctx, "What is the budget?", "The budget is 40k euros.")())
 	got = rbLoad(m, ctx, "offsite")()
 	require.NoError(t, got.err)
-	assert.Equal(t, "Human: Where is the offsite?\nAI: Lisbon, in June.", got.text, "the turn saved during the delete is indexed after it")
+	assert.Equal(t, offsite, got.text)
 	got = rbLoad(m, ctx, "budget")()
 	require.NoError(t, got.err)
 	assert.Equal(t, "Human: What is the budget?\nAI: The budget is 40k euros.", got.text)
