@@ -64,6 +64,11 @@ type RecallHit struct {
 	ID    memstack.Identity
 	Seq   int64
 	Score float64
+	// From and To are the unit's stretch of its conversation when the
+	// query asked for one (indexkit.Query.Reach; see indexkit.Hit): a
+	// RangeReader's SeqRange{ID, From, To} reads the units around it.
+	// Both are 0 otherwise (and for RecallDated's units).
+	From, To int64
 }
 
 // ErrRecallNotReady is wrapped by SearchRecall's error while the store
@@ -71,3 +76,24 @@ type RecallHit struct {
 // complete (older messages still being indexed): search another way
 // meanwhile. It wraps errors.ErrUnsupported.
 var ErrRecallNotReady = fmt.Errorf("store: no complete recall index (it is off, or still being built): %w", errors.ErrUnsupported)
+
+// SeqRange names the messages of one identity whose Seq is at least From
+// and below To.
+type SeqRange struct {
+	ID       memstack.Identity
+	From, To int64
+}
+
+// RangeReader is implemented by a Store that reads stretches of
+// conversations by Seq, many in one round trip: a Recall over a
+// RecallSearcher reads, of each other conversation its load shows, the
+// units around the hits (RecallHit.From and To), not the conversation.
+// sqlitestore and pgstore implement it; package storetest checks it.
+type RangeReader interface {
+	// ReadRanges returns, for each range, the messages of its ID whose
+	// Seq lies in [From, To), system messages included, oldest first:
+	// out[i] is ranges[i]'s (empty when To <= From or none is stored).
+	// All the ranges are read at one point in time, so none shows half
+	// of an Append.
+	ReadRanges(ctx context.Context, ranges []SeqRange) ([][]Record, error)
+}

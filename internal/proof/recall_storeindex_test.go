@@ -247,3 +247,73 @@ func TestRecall_StoreIndexShowsNoDerivedConversation(t *testing.T) {
 		assert.NotContains(t, recalled(t, m, here, q), "lisbon-lease-march", q)
 	}
 }
+
+// wholeReads is a store with its recall index whose reads of stretches of
+// conversations are hidden (not a store.RangeReader): a Recall over it
+// reads each conversation it shows whole.
+type wholeReads struct {
+	store.Store
+	store.RecallSearcher
+	store.Users
+}
+
+// TestRecall_StoreIndexReadsOnlyTheStretchesItShows: over a store that
+// searches its own index, a user-scoped load reads of each other
+// conversation only the units around its hits (store.RangeReader), and
+// shows exactly what the same Recall shows reading those conversations
+// whole — with tool calls and results, system messages between turns,
+// hits close together and far apart in one conversation, a prefix
+// removed, for turns and exchanges, each number of neighbours, from a
+// new conversation and from one of the user's.
+func TestRecall_StoreIndexReadsOnlyTheStretchesItShows(t *testing.T) {
+	ctx := context.Background()
+	for _, be := range indexedBackends() {
+		t.Run(be.name, func(t *testing.T) {
+			st := be.open(t, "ranges"+randomHex(4))
+			whole := wholeReads{st, st.(store.RecallSearcher), st.(store.Users)}
+			_, isRanger := any(whole).(store.RangeReader)
+			require.False(t, isRanger)
+			user := func(c int) memstack.Identity {
+				return memstack.Identity{Tenant: "acme", User: "ana", Conversation: fmt.Sprintf("c%d", c)}
+			}
+			k := 0
+			for c := range 6 {
+				for i := range 30 {
+					k++
+					msgs := []llms.ChatMessage{llms.HumanChatMessage{Content: benchcorpus.Human(k)}}
+					switch {
+					case k%7 == 3:
+						msgs = append(msgs,
+							llms.AIChatMessage{ToolCalls: []llms.ToolCall{{ID: fmt.Sprint("call", k), Type: "function", FunctionCall: &llms.FunctionCall{Name: "lookup", Arguments: `{"q":"invoice"}`}}}},
+							llms.ToolChatMessage{ID: fmt.Sprint("call", k), Content: benchcorpus.AI(k + 1000)})
+					case k%11 == 5:
+						msgs = append(msgs, llms.SystemChatMessage{Content: "Be brief."})
+					}
+					msgs = append(msgs, llms.AIChatMessage{Content: benchcorpus.AI(k)})
+					if i == 0 && c%2 == 1 {
+						msgs = append([]llms.ChatMessage{llms.SystemChatMessage{Content: "You help with paperwork."}}, msgs...)
+					}
+					require.NoError(t, st.Append(ctx, user(c), msgs...))
+				}
+			}
+			all, err := st.All(ctx, user(2))
+			require.NoError(t, err)
+			_, err = st.RemovePrefix(ctx, user(2), all[20].Seq)
+			require.NoError(t, err)
+			for _, unit := range []memories.RecallUnit{memories.RecallTurns, memories.RecallExchanges} {
+				for _, n := range []int{0, 1, 2} {
+					opts := []memories.RecallOption{memories.WithRecallUnit(unit), memories.WithNeighbours(n), memories.WithK(6)}
+					ranged, wholly := newUserRecall(t, st, opts...), newUserRecall(t, whole, opts...)
+					for q := range 12 {
+						input := benchcorpus.Human(3 + 13*q)
+						for _, here := range []memstack.Identity{user(9), user(q % 6)} {
+							want := recalled(t, wholly, here, input)
+							require.NotEmpty(t, want)
+							assert.Equal(t, want, recalled(t, ranged, here, input), "%s, %d neighbours, in %s: %q", unit, n, here.Conversation, input)
+						}
+					}
+				}
+			}
+		})
+	}
+}

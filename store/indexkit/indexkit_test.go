@@ -230,13 +230,38 @@ func TestSearchEqualsBM25OnAConversation(t *testing.T) {
 							want[i] = indexkit.Hit{ID: "c", Seq: h.Seq, Score: h.Score}
 						}
 						terms := indexkit.QueryTerms(query)
-						got, err := indexkit.Search(indexkit.Query{Terms: terms, Kind: kind, Near: near, K: k}, []indexkit.ConvData{r.data("c", terms)})
+						reach := rng.IntN(4)
+						got, err := indexkit.Search(indexkit.Query{Terms: terms, Kind: kind, Near: near, K: k, Reach: reach}, []indexkit.ConvData{r.data("c", terms)})
 						require.NoError(t, err)
 						compare(t, want, got, fmt.Sprintf("step %d, %q, k=%d", step, query, k))
+						checkSpans(t, r.msgs, kind, reach, got)
 					}
 				}
 			})
 		}
+	}
+}
+
+// checkSpans checks each hit's span (Query.Reach): the messages stored
+// in it are the units from reach before the hit to reach after it.
+func checkSpans(t *testing.T, msgs []rec, kind indexkit.Kind, reach int, hits []indexkit.Hit) {
+	t.Helper()
+	us := units(msgs, kind)
+	for _, h := range hits {
+		if reach == 0 {
+			require.Zero(t, h.From+h.To, "no span without Reach")
+			continue
+		}
+		i := slices.IndexFunc(us, func(u unit) bool { return u.seq == h.Seq })
+		require.GreaterOrEqual(t, i, 0, "hit %d is a unit", h.Seq)
+		var in []rec
+		for _, m := range msgs {
+			if m.seq >= h.From && m.seq < h.To {
+				in = append(in, m)
+			}
+		}
+		want := us[max(i-reach, 0):min(i+reach+1, len(us))]
+		assert.Equal(t, want, units(in, kind), "the span [%d, %d) of hit %d, reach %d", h.From, h.To, h.Seq, reach)
 	}
 }
 

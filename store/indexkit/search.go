@@ -19,6 +19,9 @@ type Query struct {
 	Near [2]float64
 	// K is how many hits at most.
 	K int
+	// Reach, when above 0, asks for each hit's Span: the Seqs of the
+	// Reach units on either side of it in its conversation, with it.
+	Reach int
 }
 
 // ConvData is what a store read for one conversation of the scope.
@@ -51,6 +54,15 @@ type Hit struct {
 	ID    string
 	Seq   int64
 	Score float64
+	// From and To, with Query.Reach above 0, are the Seqs of the unit's
+	// stretch of its conversation: From is the first Seq of the unit
+	// Reach before it (of the conversation's first, if nearer), To that
+	// of the unit Reach+1 after it, or math.MaxInt64 when there are not
+	// so many after it. The messages with From <= Seq < To are the
+	// units from Reach before the hit to Reach after it (fewer at the
+	// conversation's ends), as stored when the search read the index,
+	// with any system messages between them. Both are 0 without Reach.
+	From, To int64
 }
 
 // Search scores the units of convs (every conversation of the scope, each
@@ -265,6 +277,15 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 				continue
 			}
 			h := Hit{ID: p.id, Seq: p.first[d], Score: score / norm}
+			if q.Reach > 0 {
+				h.From, h.To = p.first[max(d-q.Reach, 0)], int64(math.MaxInt64)
+				if e := d + q.Reach + 1; e < span {
+					h.To = p.first[e]
+				}
+				if h.From == 0 || h.To == 0 {
+					h.From, h.To = 0, 0 // a unit with no entry: no span known
+				}
+			}
 			if top.Len() < q.K {
 				heap.Push(top, h)
 			} else if better(h, (*top)[0]) {

@@ -239,6 +239,76 @@ func (s *Store) records(ctx context.Context, id memstack.Identity, op, sql strin
 	return out, nil
 }
 
+// ReadRanges implements store.RangeReader: one statement (one round trip,
+// one snapshot) that seeks the primary key once per range, so it reads
+// what it returns.
+func (s *Store) ReadRanges(ctx context.Context, ranges []store.SeqRange) ([][]store.Record, error) {
+	for _, r := range ranges {
+		if err := s.check(ctx, "ReadRanges", r.ID); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]store.Record, len(ranges))
+	var (
+		hashes   [][]byte
+		keys     []string
+		from, to []int64
+		index    []int // index[j]: the range of the statement's (j+1)-th
+	)
+	for i, r := range ranges {
+		if r.From >= r.To {
+			continue
+		}
+		k := identOf(r.ID)
+		hashes, keys = append(hashes, k.hash), append(keys, k.key)
+		from, to = append(from, r.From), append(to, r.To)
+		index = append(index, i)
+	}
+	if len(index) == 0 {
+		return out, nil
+	}
+	failed := -1 // the range whose message did not decode
+	err := s.retry(ctx, func() error {
+		clear(out)
+		rows, err := s.pool.Query(ctx, s.q.ranges, hashes, keys, from, to, s.ns)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var (
+			j    int64
+			seq  int64
+			body []byte
+		)
+		for rows.Next() {
+			if err := rows.Scan(&j, &seq, &body); err != nil {
+				return err
+			}
+			if j < 1 || int(j) > len(index) {
+				return fmt.Errorf("pgstore: ReadRanges: the server named range %d of %d", j, len(index))
+			}
+			i := index[j-1]
+			r, err := storekit.DecodeRecord(ranges[i].ID, seq, body)
+			if err != nil {
+				failed = i
+				return &decodeError{err}
+			}
+			out[i] = append(out[i], r)
+		}
+		return rows.Err()
+	})
+	var de *decodeError
+	if errors.As(err, &de) {
+		return nil, fmt.Errorf("pgstore: ReadRanges of %s: %w", ranges[failed].ID.Key(), de.err)
+	}
+	if err != nil {
+		return nil, s.wrap("ReadRanges", identOf(ranges[index[0]].ID), err)
+	}
+	return out, nil
+}
+
+var _ store.RangeReader = (*Store)(nil)
+
 // decodeError carries a stored value's decoding error out of a retried
 // read, to be reported without the server's address (it is not the
 // server's).

@@ -10,20 +10,20 @@ import (
 
 // queries holds the SQL of every statement, built once from the prefix.
 type queries struct {
-	schemaVersion, setSchemaVersion          string
-	migrations                               [SchemaVersion][]string
-	appendFirst, insertMessage, updateConv   string
-	appendKeyed, insertAfter, updateAfter    string
-	last, tail, all, stat, removePrefix      string
-	rewrite                                  string
-	clearMessages, clearState, clearConv     string
-	setMark, setForgotten, setForgottenEvery string
-	forgetMessages, forgetState, forgetConv  string
-	getState, putState, deleteState          string
-	scopeTenant, scopeUser                   string
-	exportMessages, exportStates             string
-	schemaTable, messagesTable, sequenceName string
-	recall                                   recallSQL
+	schemaVersion, setSchemaVersion             string
+	migrations                                  [SchemaVersion][]string
+	appendFirst, insertMessage, updateConv      string
+	appendKeyed, insertAfter, updateAfter       string
+	last, tail, all, ranges, stat, removePrefix string
+	rewrite                                     string
+	clearMessages, clearState, clearConv        string
+	setMark, setForgotten, setForgottenEvery    string
+	forgetMessages, forgetState, forgetConv     string
+	getState, putState, deleteState             string
+	scopeTenant, scopeUser                      string
+	exportMessages, exportStates                string
+	schemaTable, messagesTable, sequenceName    string
+	recall                                      recallSQL
 }
 
 // The reserved rows of the state table (see the package documentation).
@@ -215,6 +215,11 @@ func buildQueries(prefix string) queries {
 		// reads every row.
 		all: "SELECT seq, body FROM " + m + " WHERE " + idm +
 			" AND seq >= coalesce((SELECT first_seq FROM " + c + " WHERE " + idm + "), 0) ORDER BY seq",
+		// Each range ($1..$4: hash, key, from, to; $5 the namespace) is
+		// a seek of the primary key; one statement, so one snapshot.
+		ranges: "SELECT r.i, x.seq, x.body FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(h, k, lo, hi, i)" +
+			" CROSS JOIN LATERAL (SELECT seq, body FROM " + m + " WHERE id_hash = r.h AND ns = $5 AND id_key = r.k AND seq >= r.lo AND seq < r.hi) x" +
+			" ORDER BY r.i, x.seq",
 		stat: "SELECT count, first_seq, last_seq FROM " + c + " WHERE " + idm,
 		// The sub-selects see the statement's snapshot, from before the
 		// DELETE: the rows it keeps are those with seq > $4 or system.

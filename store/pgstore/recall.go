@@ -1130,7 +1130,7 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 		if err != nil {
 			return nil, fmt.Errorf("%w: recall index: %w", errCorruptIndex, err)
 		}
-		hits[i] = store.RecallHit{ID: id, Seq: h.Seq, Score: h.Score}
+		hits[i] = store.RecallHit{ID: id, Seq: h.Seq, Score: h.Score, From: h.From, To: h.To}
 	}
 	return hits, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/store"
@@ -152,3 +153,38 @@ func (s *Store) RemovePrefix(ctx context.Context, id memstack.Identity, through 
 	}
 	return int(n), nil
 }
+
+// ReadRanges implements store.RangeReader: one read-only transaction (one
+// snapshot of the file), one seek of the (ns, identity, seq) index per
+// range, so it reads what it returns.
+func (s *Store) ReadRanges(ctx context.Context, ranges []store.SeqRange) ([][]store.Record, error) {
+	const what = "ReadRanges"
+	if err := s.check(ctx, what); err != nil {
+		return nil, err
+	}
+	out := make([][]store.Record, len(ranges))
+	if !slices.ContainsFunc(ranges, func(r store.SeqRange) bool { return r.From < r.To }) {
+		return out, nil
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, s.failed(ctx, what, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a read
+	stmt := tx.StmtContext(ctx, s.stmtRange)
+	for i, r := range ranges {
+		if r.From >= r.To {
+			continue
+		}
+		rows, err := stmt.QueryContext(ctx, s.ns, r.ID.Key(), r.From, r.To)
+		if err != nil {
+			return nil, s.fail(ctx, what, r.ID, err)
+		}
+		if out[i], err = scanRecords(r.ID, rows, 16); err != nil {
+			return nil, s.fail(ctx, what, r.ID, err)
+		}
+	}
+	return out, nil
+}
+
+var _ store.RangeReader = (*Store)(nil)

@@ -700,7 +700,7 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 		if err != nil {
 			return nil, err
 		}
-		hits[i] = store.RecallHit{ID: id, Seq: h.Seq, Score: h.Score}
+		hits[i] = store.RecallHit{ID: id, Seq: h.Seq, Score: h.Score, From: h.From, To: h.To}
 	}
 	return hits, nil
 }

@@ -121,6 +121,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.stmtLast, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq DESC LIMIT ?`},
 		{&s.stmtTail, tailSQL},
 		{&s.stmtAll, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? ORDER BY seq`},
+		{&s.stmtRange, `SELECT seq, message FROM memstack_messages WHERE ns = ? AND identity = ? AND seq >= ? AND seq < ? ORDER BY seq`},
 		{&s.stmtStat, `SELECT count, first_seq, last_seq FROM memstack_stat WHERE ns = ? AND identity = ?`},
 		{&s.stmtGetState, getStateQuery},
 		{&s.stmtUpUnits, upsertUnitsSQL},

@@ -308,8 +308,8 @@ type Store struct {
 	qmu   sync.Mutex
 	queue []*appendReq // Appends waiting to be committed (see append.go)
 
-	stmtLock, stmtInsert, stmtBump, stmtLast, stmtTail, stmtAll, stmtStat, stmtGetState *sql.Stmt
-	stmtUpUnits, stmtUpTerms, stmtUpDays                                                *sql.Stmt // the recall index's upserts
+	stmtLock, stmtInsert, stmtBump, stmtLast, stmtTail, stmtAll, stmtRange, stmtStat, stmtGetState *sql.Stmt
+	stmtUpUnits, stmtUpTerms, stmtUpDays                                                           *sql.Stmt // the recall index's upserts
 }
 
 var (
@@ -509,7 +509,7 @@ func (s *Store) Close() error {
 // closeStmts closes the prepared statements.
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtStat, s.stmtGetState, s.stmtUpUnits, s.stmtUpTerms, s.stmtUpDays} {
+	for _, st := range []*sql.Stmt{s.stmtLock, s.stmtInsert, s.stmtBump, s.stmtLast, s.stmtTail, s.stmtAll, s.stmtRange, s.stmtStat, s.stmtGetState, s.stmtUpUnits, s.stmtUpTerms, s.stmtUpDays} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -27,6 +27,7 @@ var cases = []testCase{
 	{"All", testAll},
 	{"Stat", testStat},
 	{"StatMany", testStatMany},
+	{"ReadRanges", testReadRanges},
 	{"Changed", testChanged},
 	{"ChangedLosesNothing", testChangedLosesNothing},
 	{"RemovePrefix", testRemovePrefix},

@@ -120,7 +120,10 @@ type Engine struct {
 	feed store.ChangeFeed
 	// searcher is Config.Searcher; storeOn, that it has answered (its
 	// index is complete).
-	searcher   store.RecallSearcher
+	searcher store.RecallSearcher
+	// ranger is the store as a store.RangeReader (nil if it is not): a
+	// load over the store's index reads the stretches around its hits.
+	ranger     store.RangeReader
 	storeOn    atomic.Bool
 	storeAsked atomic.Int64 // when the store last said its index is not ready (UnixNano)
 	entries    *worker.Registry[identity, recallEntry]
@@ -131,6 +134,7 @@ type Engine struct {
 // New returns an Engine for c.
 func New(c Config) *Engine {
 	x := &Engine{cfg: c, searcher: c.Searcher}
+	x.ranger, _ = c.Store.(store.RangeReader)
 	x.durable, _ = c.Index.(retrieval.Durable)
 	_, x.inProcess = c.Index.(*retrieval.BM25)
 	_, x.memStore = c.Store.(*store.InMemory)

@@ -103,6 +103,10 @@ type recallOwner struct {
 	conv *scopeConv
 	seq  int64
 	at   time.Time
+	// span, when not zero, is the unit's stretch of its conversation as
+	// the store's index found it (store.RecallHit's From and To): the
+	// units recallViewReach on either side of it.
+	span store.SeqRange
 }
 
 // id is the owner's conversation.
@@ -726,18 +730,87 @@ func (x *Engine) otherUnits(ctx context.Context, cid identity, known *store.Stat
 // readParallel bounds the other conversations a load reads at once.
 const readParallel = 8
 
-// readOthers reads the units of the conversations convs for a load
-// (otherUnits). units[i] and errs[i] are convs[i]'s. Over a networked
-// store a load costs about what it shows, not a round trip per
-// conversation one after another: a store.MultiStat checks them all in
-// one round trip (and only those that changed are read again); another
-// store's are read up to readParallel at once (the in-memory store, which
-// answers in microseconds, one after another). A panic in a read (a
-// store's bug) does not end the process from a goroutine the caller
-// cannot guard: it is the load's error, as it would have been in the
-// caller's goroutine.
-func (x *Engine) readOthers(ctx context.Context, convs []identity) (units [][]Unit, errs []error, fatal error) {
+// readOthers reads the units of the conversations convs for a load,
+// each as runs of consecutive units (segments): segs[i] and errs[i] are
+// convs[i]'s. spans are the stretches around each conversation's units
+// found: when the store's index gave one for each of them
+// (store.RecallHit's From and To) and the store is a store.RangeReader,
+// only those stretches are read, all in one call — a load reads what it
+// may show, not whole conversations, and keeps nothing of them in
+// process. Otherwise a conversation is read whole (otherUnits), as one
+// segment.
+//
+// Over a networked store a load costs about what it shows, not a round
+// trip per conversation one after another: a store.MultiStat checks them
+// all in one round trip (and only those that changed are read again);
+// another store's are read up to readParallel at once (the in-memory
+// store, which answers in microseconds, one after another). A panic in a
+// read (a store's bug) does not end the process from a goroutine the
+// caller cannot guard: it is the load's error, as it would have been in
+// the caller's goroutine.
+func (x *Engine) readOthers(ctx context.Context, convs []identity, spans map[identity][]store.SeqRange) (segs [][][]Unit, errs []error, fatal error) {
+	segs, errs = make([][][]Unit, len(convs)), make([]error, len(convs))
+	whole := make([]identity, 0, len(convs))
+	var wholeAt []int
+	var ranges []store.SeqRange
+	var rangeOf []int // rangeOf[j]: the conversation of ranges[j]
+	for i, cid := range convs {
+		ss := spans[cid]
+		if x.ranger == nil || len(ss) == 0 || slices.ContainsFunc(ss, func(r store.SeqRange) bool { return r.To == 0 }) {
+			whole, wholeAt = append(whole, cid), append(wholeAt, i)
+			continue
+		}
+		for _, r := range mergeSpans(ss) {
+			r.ID = cid
+			ranges, rangeOf = append(ranges, r), append(rangeOf, i)
+		}
+	}
+	if len(ranges) > 0 {
+		recs, err := x.ranger.ReadRanges(ctx, ranges)
+		if err == nil && len(recs) != len(ranges) {
+			err = fmt.Errorf("memstack: the store read %d of %d ranges", len(recs), len(ranges))
+		}
+		for j, ci := range rangeOf {
+			if err != nil {
+				errs[ci] = fmt.Errorf("memstack: loading history: %w", err)
+				continue
+			}
+			if us := x.units(recs[j]); len(us) > 0 {
+				segs[ci] = append(segs[ci], us)
+			}
+		}
+	}
+	units, werrs, fatal := x.readWhole(ctx, whole)
+	for k, i := range wholeAt {
+		segs[i], errs[i] = [][]Unit{units[k]}, werrs[k]
+	}
+	return segs, errs, fatal
+}
+
+// mergeSpans returns spans sorted, those that overlap or touch merged (a
+// span that starts where another ends continues it: the units are
+// consecutive).
+func mergeSpans(spans []store.SeqRange) []store.SeqRange {
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b store.SeqRange) int { return cmp.Compare(a.From, b.From) })
+	out := spans[:0]
+	for _, r := range spans {
+		if n := len(out); n > 0 && r.From <= out[n-1].To {
+			out[n-1].To = max(out[n-1].To, r.To)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// readWhole reads every unit of each of convs (otherUnits): units[i] and
+// errs[i] are convs[i]'s (see readOthers).
+func (x *Engine) readWhole(ctx context.Context, convs []identity) (units [][]Unit, errs []error, fatal error) {
 	units, errs = make([][]Unit, len(convs)), make([]error, len(convs))
+	if len(convs) == 0 {
+		return units, errs, nil
+	}
 	var stats []store.Stat
 	if ms, ok := x.cfg.Store.(store.MultiStat); ok && len(convs) > 1 {
 		var err error
@@ -895,7 +968,11 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 	v.Units, v.src, v.excl = make([]Unit, 0, most), make([]int, 0, most), make([]bool, 0, most)
 	at := make(map[recallUnitKey]int, most)
 	gone := map[identity][]int64{}
-	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1])
+	spans := map[identity][]store.SeqRange{}
+	for _, o := range owners {
+		spans[o.id()] = append(spans[o.id()], o.span)
+	}
+	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1], spans)
 	if fatal != nil {
 		return View{}, false, fatal
 	}
@@ -903,18 +980,39 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 		return View{}, false, err
 	}
 	for ci, cid := range convs {
-		exs := cur
+		segs := [][]Unit{cur}
 		if cid != id {
 			if oerrs[ci] != nil {
 				continue // that conversation's units are left out; the rest stand
 			}
-			exs = others[ci]
+			segs = others[ci]
 		}
-		var pos []int
-		for _, seq := range byConv[cid] {
-			if i, ok := unitAt(exs, seq); ok {
-				pos = append(pos, i)
-			} else if cid != id || len(exs) > 0 && seq < exs[len(exs)-1].seq {
+		found := make([]bool, len(byConv[cid]))
+		for _, exs := range segs {
+			var pos []int
+			for j, seq := range byConv[cid] {
+				if i, ok := unitAt(exs, seq); ok {
+					pos = append(pos, i)
+					found[j] = true
+				}
+			}
+			slices.Sort(pos)
+			for k := 0; k < len(pos); {
+				lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
+				for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
+					hi = min(pos[k]+recallViewReach, len(exs)-1)
+				}
+				for i := lo; i <= hi; i++ {
+					at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
+					v.Units = append(v.Units, exs[i])
+					v.src = append(v.src, len(v.ids))
+					v.excl = append(v.excl, cid == id && i >= first)
+				}
+				v.ids = append(v.ids, cid)
+			}
+		}
+		for j, seq := range byConv[cid] {
+			if !found[j] && (cid != id || len(cur) > 0 && seq < cur[len(cur)-1].seq) {
 				// Read after the search: a unit it found that is not
 				// stored any more is gone. (The current conversation's
 				// units were read before the search: a unit saved since,
@@ -922,20 +1020,6 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 				// unit is: Seqs are never reused.)
 				gone[cid] = append(gone[cid], seq)
 			}
-		}
-		slices.Sort(pos)
-		for k := 0; k < len(pos); {
-			lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
-			for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
-				hi = min(pos[k]+recallViewReach, len(exs)-1)
-			}
-			for i := lo; i <= hi; i++ {
-				at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
-				v.Units = append(v.Units, exs[i])
-				v.src = append(v.src, len(v.ids))
-				v.excl = append(v.excl, cid == id && i >= first)
-			}
-			v.ids = append(v.ids, cid)
 		}
 	}
 	index := func(doc int64) (int, bool) {

@@ -72,7 +72,11 @@ func (x *Engine) searchStore(ctx context.Context, id identity, query string, k i
 	ictx, cancel := x.indexCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	hits, err := x.searcher.SearchRecall(ictx, in, indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k})
+	q := indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k}
+	if x.scoped() {
+		q.Reach = recallViewReach // the stretch a view shows of each hit's conversation
+	}
+	hits, err := x.searcher.SearchRecall(ictx, in, q)
 	if errors.Is(err, store.ErrRecallNotReady) {
 		return nil, err // not a failure: the caller searches in process
 	}
@@ -217,7 +221,7 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 	for i, h := range found {
 		hits[i] = retrieval.Hit{Seq: int64(i), Score: h.Score}
 		if !storekit.Derived(h.ID) {
-			owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq}
+			owners[int64(i)] = recallOwner{conv: conv(h.ID), seq: h.Seq, span: store.SeqRange{From: h.From, To: h.To}}
 		}
 	}
 	dated := make([]int64, 0, len(datedUnits))
