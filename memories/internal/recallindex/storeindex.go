@@ -21,7 +21,12 @@ import (
 // a process's first load of a user costs a search of the database, not a
 // read of the user's history. The current conversation's units are
 // still read (incrementally, as for the in-process index) for the recent
-// window and the view; another conversation's only when it has hits.
+// window and the view. Of another conversation with hits, a scoped load
+// reads only the stretches around them: the store gives each hit's span
+// (indexkit.Query.Reach, recallViewReach units on either side), and a
+// store.RangeReader reads them all in one call, keeping nothing in
+// process (readOthers); a store that cannot, or a unit brought by its
+// date (which has no span), has the conversation read whole.
 //
 // Until the store has answered once (its index off, or a database still
 // indexing its older messages: store.ErrRecallNotReady) the Engine works
