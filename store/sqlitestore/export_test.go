@@ -20,3 +20,9 @@ func SetBackfill(batch int, after func()) func() {
 	backfillBatch, afterBackfillTx = batch, after
 	return func() { backfillBatch, afterBackfillTx = b, a }
 }
+
+// MmapSize returns the mmap_size pragma of one of s's connections.
+func (s *Store) MmapSize() (n int64, err error) {
+	err = s.db.QueryRow(`PRAGMA mmap_size`).Scan(&n)
+	return n, err
+}

@@ -153,6 +153,7 @@ func TestNewRefuses(t *testing.T) {
 			return appDB(t, "file:"+filepath.Join(dir, "ro.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 		}, nil, []string{"query_only"}},
 		{"WithSynchronous", good, []sqlitestore.Option{sqlitestore.WithSynchronous("FULL")}, []string{"WithSynchronous configure a database Open opens"}},
+		{"WithMmapSize", good, []sqlitestore.Option{sqlitestore.WithMmapSize(0)}, []string{"WithMmapSize configure a database Open opens"}},
 		{"Open's options", good, []sqlitestore.Option{sqlitestore.WithBusyTimeout(time.Second), sqlitestore.WithMaxOpenConns(2)},
 			[]string{"WithBusyTimeout, WithMaxOpenConns configure a database Open opens"}},
 		{"nil option", good, []sqlitestore.Option{nil}, []string{"New: nil option"}},

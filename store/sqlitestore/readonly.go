@@ -32,7 +32,7 @@ func WithReadOnly() Option {
 // WithReadOnly: read-only, never created, no pragma but the busy timeout
 // (a reader of a WAL file may wait for a lock briefly).
 func readOnlyDSN(abs string, cfg config) string {
-	return fmt.Sprintf("file:%s?mode=ro&_busy_timeout=%d", escapeURIPath(abs), cfg.busyTimeout.Milliseconds())
+	return fmt.Sprintf("file:%s?mode=ro&_busy_timeout=%d&_pragma=mmap_size(%d)", escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.mmapSize)
 }
 
 // checkReadOnly is init for a read-only Store: it checks, in one read

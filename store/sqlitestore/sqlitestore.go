@@ -340,8 +340,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: opening %s: %w", path, err)
 	}
-	dsn := fmt.Sprintf("file:%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=%s",
-		escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.synchronous)
+	dsn := fmt.Sprintf("file:%s?_busy_timeout=%d&_journal_mode=WAL&_synchronous=%s&_pragma=mmap_size(%d)",
+		escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.synchronous, cfg.mmapSize)
 	if cfg.readOnly {
 		dsn = readOnlyDSN(abs, cfg)
 	}

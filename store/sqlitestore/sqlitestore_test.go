@@ -274,6 +274,7 @@ func TestOpenErrors(t *testing.T) {
 		{"busy timeout", filepath.Join(dir, "a.db"), []sqlitestore.Option{sqlitestore.WithBusyTimeout(0)}, "WithBusyTimeout"},
 		{"synchronous", filepath.Join(dir, "a.db"), []sqlitestore.Option{sqlitestore.WithSynchronous("sometimes")}, "WithSynchronous"},
 		{"max conns", filepath.Join(dir, "a.db"), []sqlitestore.Option{sqlitestore.WithMaxOpenConns(0)}, "WithMaxOpenConns"},
+		{"mmap size", filepath.Join(dir, "a.db"), []sqlitestore.Option{sqlitestore.WithMmapSize(-1)}, "WithMmapSize: -1 is negative"},
 		{"nil option", filepath.Join(dir, "a.db"), []sqlitestore.Option{nil}, "nil option"},
 	}
 	for _, c := range cases {
@@ -309,6 +310,26 @@ func TestOpenErrors(t *testing.T) {
 		s := open(t, filepath.Join(dir, "o.db"), sqlitestore.WithSynchronous("full"),
 			sqlitestore.WithBusyTimeout(time.Second), sqlitestore.WithMaxOpenConns(2))
 		require.NoError(t, s.Append(ctx, alice, llms.HumanChatMessage{Content: "x"}))
+	})
+	t.Run("memory mapping", func(t *testing.T) {
+		for _, c := range []struct {
+			opts []sqlitestore.Option
+			want int64
+		}{
+			{nil, sqlitestore.DefaultMmapSize},
+			{[]sqlitestore.Option{sqlitestore.WithMmapSize(0)}, 0},
+			{[]sqlitestore.Option{sqlitestore.WithMmapSize(3 << 20)}, 3 << 20},
+			{[]sqlitestore.Option{sqlitestore.WithMmapSize(1 << 20)}, 1 << 20},
+			{[]sqlitestore.Option{sqlitestore.WithMmapSize(1 << 20), sqlitestore.WithReadOnly()}, 1 << 20},
+		} {
+			path := filepath.Join(dir, "mmap.db")
+			s := open(t, path, c.opts...)
+			_, err := s.All(ctx, alice)
+			require.NoError(t, err)
+			n, err := s.MmapSize()
+			require.NoError(t, err)
+			assert.Equal(t, c.want, n, "%d options", len(c.opts))
+		}
 	})
 	t.Run("path with URI characters", func(t *testing.T) {
 		path := filepath.Join(dir, "we?ird #name%20&x=y.db")
