@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
@@ -61,7 +62,7 @@ type recallSQL struct {
 	deleteThrough                                        [2]string
 	deleteDays                                           string
 	missing, complete                                    string
-	searchConvs, searchTerms, searchUnits                [3]string // by scope level: tenant, user, conversation
+	searchConvs, searchRows                              [3]string // by scope level: tenant, user, conversation
 	dated                                                [3]string
 }
 
@@ -179,13 +180,15 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	for l, w := range where {
 		next := func(i int) string { return "$" + strconv.Itoa(l+2+i) }
 		r.searchConvs[l] = "SELECT id_hash, id_key, state FROM " + r.conv + " WHERE " + w
-		// The postings of the query's terms, term by term, each one key
-		// range of the primary key.
+		// The postings of the query's terms (each term one key range of
+		// the primary key), then the unit entries of the conversations
+		// they name: one statement, so one snapshot, and the postings
+		// are read once (term is NULL on a unit row). Rows come in any
+		// order: indexkit.Search orders each conversation's chunks.
 		terms := " AND term = ANY(" + next(1) + "::text[])"
-		r.searchTerms[l] = "SELECT term, id_hash, data FROM " + r.terms + " WHERE " + w + terms + " ORDER BY term, id_hash, chunk"
-		// The unit entries of the conversations the postings name.
-		r.searchUnits[l] = "SELECT id_hash, data FROM " + r.units + " WHERE ns = $1 AND id_hash IN (SELECT DISTINCT id_hash FROM " + r.terms +
-			" WHERE " + w + terms + ") ORDER BY id_hash, chunk"
+		r.searchRows[l] = "WITH t AS MATERIALIZED (SELECT term, id_hash, data FROM " + r.terms + " WHERE " + w + terms + ")" +
+			" SELECT term, id_hash, data FROM t UNION ALL SELECT NULL, u.id_hash, u.data FROM " + r.units + " u" +
+			" WHERE u.ns = $1 AND u.id_hash IN (SELECT DISTINCT id_hash FROM t)"
 		r.dated[l] = "SELECT c.id_key, d.data FROM " + r.days + " d JOIN " + r.conv + " c ON c.id_hash = d.id_hash AND c.ns = d.ns WHERE " +
 			strings.NewReplacer("ns =", "d.ns =", "scope_t", "d.scope_t", "scope_u", "d.scope_u", "id_hash", "d.id_hash").Replace(w) +
 			" AND d.day >= " + next(1) + " AND d.day <= " + next(2)
@@ -1076,22 +1079,19 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 		})
 		return err
 	})
-	b.Queue(r.searchTerms[level], termArgs...).Query(func(rows pgx.Rows) error {
-		var term string
+	b.Queue(r.searchRows[level], termArgs...).Query(func(rows pgx.Rows) error {
+		var term pgtype.Text
 		var hash, data []byte
 		_, err := pgx.ForEachRow(rows, []any{&term, &hash, &data}, func() error {
-			if d, i := convs[string(hash)], at[term]; d != nil {
-				d.Postings[i] = append(d.Postings[i], data...)
-			}
-			return nil
-		})
-		return err
-	})
-	b.Queue(r.searchUnits[level], termArgs...).Query(func(rows pgx.Rows) error {
-		var hash, data []byte
-		_, err := pgx.ForEachRow(rows, []any{&hash, &data}, func() error {
-			if d := convs[string(hash)]; d != nil {
+			d := convs[string(hash)]
+			switch {
+			case d == nil:
+			case !term.Valid:
 				d.Units = append(d.Units, data...)
+			default:
+				if i, ok := at[term.String]; ok {
+					d.Postings[i] = append(d.Postings[i], data...)
+				}
 			}
 			return nil
 		})

@@ -648,14 +648,19 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	if len(order) == 0 {
 		return nil, nil
 	}
+	terms, err := tx.PrepareContext(ctx, `SELECT identity, data FROM memstack_recall_terms
+		WHERE ns = ? AND term = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`)
+	if err != nil {
+		return nil, err
+	}
+	defer terms.Close()
 	for i, term := range q.Terms {
-		err := eachBlob(ctx, tx, func(key string, data []byte) error {
+		err := eachRaw(func(key string, data []byte) error {
 			if d := convs[key]; d != nil {
-				d.Postings[i] = appendOwned(d.Postings[i], data)
+				d.Postings[i] = append(d.Postings[i], data...)
 			}
 			return nil
-		}, `SELECT identity, data FROM memstack_recall_terms
-			WHERE ns = ? AND term = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, term, lo, hi)
+		})(terms.QueryContext(ctx, s.ns, term, lo, hi))
 		if err != nil {
 			return nil, err
 		}
@@ -668,20 +673,25 @@ func (s *Store) searchRecall(ctx context.Context, lo, hi string, q indexkit.Quer
 	}
 	addUnits := func(key string, data []byte) error {
 		if d := convs[key]; d != nil && d.HasPostings() {
-			d.Units = appendOwned(d.Units, data)
+			d.Units = append(d.Units, data...)
 		}
 		return nil
 	}
 	if len(need) > 16 && 2*len(need) > len(order) {
 		// Most of the scope: one range.
-		if err := eachBlob(ctx, tx, addUnits, `SELECT identity, data FROM memstack_recall_units
-			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi); err != nil {
+		if err := eachRaw(addUnits)(tx.QueryContext(ctx, `SELECT identity, data FROM memstack_recall_units
+			WHERE ns = ? AND identity >= ? AND identity < ? ORDER BY identity, chunk`, s.ns, lo, hi)); err != nil {
 			return nil, err
 		}
 	} else {
+		units, err := tx.PrepareContext(ctx, `SELECT identity, data FROM memstack_recall_units
+			WHERE ns = ? AND identity = ? ORDER BY chunk`)
+		if err != nil {
+			return nil, err
+		}
+		defer units.Close()
 		for _, key := range need {
-			if err := eachBlob(ctx, tx, addUnits, `SELECT identity, data FROM memstack_recall_units
-				WHERE ns = ? AND identity = ? ORDER BY chunk`, s.ns, key); err != nil {
+			if err := eachRaw(addUnits)(units.QueryContext(ctx, s.ns, key)); err != nil {
 				return nil, err
 			}
 		}
@@ -817,12 +827,25 @@ func eachBlob[K any](ctx context.Context, q querier, f func(key K, data []byte) 
 	return rows.Err()
 }
 
-// appendOwned appends data, a value Scan copied for the caller, to b:
-// the first is kept as it is (most conversations have one chunk), not
-// copied again.
-func appendOwned(b, data []byte) []byte {
-	if b == nil {
-		return data
+// eachRaw returns a function that calls f with each (key, blob) row of
+// rows (a query's answer, err its error); data is valid only during the
+// call (sql.RawBytes: no copy per row).
+func eachRaw(f func(key string, data []byte) error) func(rows *sql.Rows, err error) error {
+	return func(rows *sql.Rows, err error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var key string
+		var data sql.RawBytes
+		for rows.Next() {
+			if err := rows.Scan(&key, &data); err != nil {
+				return err
+			}
+			if err := f(key, data); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	}
-	return append(b, data...)
 }
