@@ -154,7 +154,15 @@ type RecallEvent struct {
 // store searches it instead of building its own: a save indexes nothing
 // in process, and a load asks the store — a process's first load of a
 // user costs a search of the database, not a read of the user's history,
-// and every replica searches what every replica saved. The store ranks as
+// and every replica searches what every replica saved. Such a load keeps
+// nothing per conversation in process: the current conversation's recent
+// units are known from its tail, and of each conversation with hits it
+// reads only the units around them (store.RangeReader: one read for all),
+// so its cost follows what it shows, not the user's history, and a
+// process's memory does not grow with the users it has served (a
+// conversation-scoped Recall still keeps the conversation's units, and a
+// question naming a date reads the conversations of that date's units
+// whole). The store ranks as
 // the default index does (the same tokenizer, BM25 and neighbour
 // weights; over a user's conversations a unit's neighbours are those of
 // its own conversation), and answers dated questions from its own day
@@ -307,7 +315,8 @@ type RecallEvent struct {
 // at the cost of one Stat when nothing changed. Either way a turn another
 // replica saved to another conversation is found by the next load. A
 // load reads (one Stat each) only the conversations
-// whose units it shows, and shows only units still stored: a Clear of a
+// whose units it shows — over the store's own index (below), only the
+// stretches around its hits — and shows only units still stored: a Clear of a
 // conversation, on any replica, or a store Forget removes them from every
 // other conversation's recall (a load whose hits were crowded by units
 // gone searches again); a user-wide ForgetScope removes the journal too.

@@ -67,7 +67,8 @@ type RecallHit struct {
 	// From and To are the unit's stretch of its conversation when the
 	// query asked for one (indexkit.Query.Reach; see indexkit.Hit): a
 	// RangeReader's SeqRange{ID, From, To} reads the units around it.
-	// Both are 0 otherwise (and for RecallDated's units).
+	// Both are 0 otherwise: without Reach, when no stretch is known (a
+	// unit of it has no index entry), and for RecallDated's units.
 	From, To int64
 }
 

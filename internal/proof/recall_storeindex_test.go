@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,8 @@ func testStoreSearchesItsOwnIndex(t *testing.T, open func(t *testing.T, db strin
 			t.Run(fmt.Sprint(unit, "/", scope), func(t *testing.T) {
 				sq := open(t, fmt.Sprintf("r%s_%d_%d", run, unit, scope))
 				opts := []memories.RecallOption{memories.WithRecallUnit(unit), memories.WithRecallScope(scope), memories.WithK(4)}
-				inProcess := newUserRecall(t, store.NewInMemory(), opts...)
+				mem := store.NewInMemory()
+				inProcess := newUserRecall(t, mem, opts...)
 				var mu sync.Mutex
 				ops := map[string]int{}
 				inDB := newUserRecall(t, sq, append(opts, memories.WithRecallHook(func(e memories.RecallEvent) {
@@ -89,6 +91,22 @@ func testStoreSearchesItsOwnIndex(t *testing.T, open func(t *testing.T, db strin
 				for q := range 25 {
 					input := benchcorpus.Human(1000 + 37*q)
 					assert.Equal(t, recalled(t, inProcess, id, input), recalled(t, inDB, id, input), "query %q", input)
+				}
+				// With a recent window left out (its units known, over the
+				// store's index, from the conversation's tail), and a
+				// tool call in the last turns.
+				call := []llms.ChatMessage{llms.HumanChatMessage{Content: benchcorpus.Human(500)},
+					llms.AIChatMessage{ToolCalls: []llms.ToolCall{{ID: "t1", Type: "function", FunctionCall: &llms.FunctionCall{Name: "f", Arguments: "{}"}}}},
+					llms.ToolChatMessage{ID: "t1", Content: benchcorpus.AI(501)}, llms.AIChatMessage{Content: benchcorpus.AI(500)}}
+				require.NoError(t, mem.Append(ctx, id, call...))
+				require.NoError(t, sq.Append(ctx, id, call...))
+				for _, exclude := range []int{1, 3, 6, 40} {
+					o := append(slices.Clone(opts), memories.WithExcludeRecent(exclude))
+					ip, db := newUserRecall(t, mem, o...), newUserRecall(t, sq, o...)
+					for _, turn := range []int{500, 119, 118, 117, 115, 110, 100} {
+						input := benchcorpus.Human(turn)
+						assert.Equal(t, recalled(t, ip, id, input), recalled(t, db, id, input), "exclude %d, turn %d", exclude, turn)
+					}
 				}
 				mu.Lock()
 				assert.Zero(t, ops[memories.RecallOpIndex], "the Recall over the file indexed in process")

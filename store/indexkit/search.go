@@ -19,8 +19,9 @@ type Query struct {
 	Near [2]float64
 	// K is how many hits at most.
 	K int
-	// Reach, when above 0, asks for each hit's Span: the Seqs of the
-	// Reach units on either side of it in its conversation, with it.
+	// Reach, when above 0, asks for each hit's stretch of its
+	// conversation (Hit.From and To): the Reach units on either side of
+	// it, with it.
 	Reach int
 }
 
@@ -61,7 +62,8 @@ type Hit struct {
 	// so many after it. The messages with From <= Seq < To are the
 	// units from Reach before the hit to Reach after it (fewer at the
 	// conversation's ends), as stored when the search read the index,
-	// with any system messages between them. Both are 0 without Reach.
+	// with any system messages between them. Both are 0 without Reach,
+	// and when a unit of the stretch has no entry (no stretch is known).
 	From, To int64
 }
 

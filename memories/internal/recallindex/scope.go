@@ -756,7 +756,10 @@ func (x *Engine) readOthers(ctx context.Context, convs []identity, spans map[ide
 	var rangeOf []int // rangeOf[j]: the conversation of ranges[j]
 	for i, cid := range convs {
 		ss := spans[cid]
-		if x.ranger == nil || len(ss) == 0 || slices.ContainsFunc(ss, func(r store.SeqRange) bool { return r.To == 0 }) {
+		if len(ss) == 0 {
+			continue // no unit of it found (the current conversation): nothing to read
+		}
+		if x.ranger == nil || slices.ContainsFunc(ss, func(r store.SeqRange) bool { return r.To == 0 }) {
 			whole, wholeAt = append(whole, cid), append(wholeAt, i)
 			continue
 		}
@@ -770,13 +773,23 @@ func (x *Engine) readOthers(ctx context.Context, convs []identity, spans map[ide
 		if err == nil && len(recs) != len(ranges) {
 			err = fmt.Errorf("memstack: the store read %d of %d ranges", len(recs), len(ranges))
 		}
-		for j, ci := range rangeOf {
-			if err != nil {
-				errs[ci] = fmt.Errorf("memstack: loading history: %w", err)
-				continue
+		if err != nil && ctx.Err() == nil {
+			// One conversation's failure (a row that does not decode) must
+			// not hide the others: read them whole, each on its own.
+			for j, ci := range rangeOf {
+				if j == 0 || rangeOf[j-1] != ci {
+					whole, wholeAt = append(whole, convs[ci]), append(wholeAt, ci)
+				}
 			}
-			if us := x.units(recs[j]); len(us) > 0 {
-				segs[ci] = append(segs[ci], us)
+		} else {
+			for j, ci := range rangeOf {
+				if err != nil {
+					errs[ci] = fmt.Errorf("memstack: loading history: %w", err)
+					continue
+				}
+				if us := x.units(recs[j]); len(us) > 0 {
+					segs[ci] = append(segs[ci], us)
+				}
 			}
 		}
 	}
@@ -926,7 +939,28 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 		})
 	}
 	u.omu.Unlock()
-	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, unknown, true)
+	return x.viewOf(ctx, id, current{units: cur, first: first}, q, ask, hits, owners, dated, unknown, true)
+}
+
+// current is the load's own conversation as viewOf sees it: its units,
+// read before the search (those from first on are recent); or, ranged,
+// nothing read before: the stretches around its units found are read
+// after the search as another conversation's are, and its units from Seq
+// from on are the recent ones.
+type current struct {
+	units  []Unit
+	first  int
+	ranged bool
+	from   int64
+}
+
+// recent reports whether unit u, at i in its segment, is one of the
+// recent units.
+func (c current) recent(i int, u Unit) bool {
+	if c.ranged {
+		return u.seq >= c.from
+	}
+	return i >= c.first
 }
 
 // viewOf builds a scoped load's View from its hits (Seq: a doc number),
@@ -934,7 +968,7 @@ func (x *Engine) scopedView(ctx context.Context, id identity, u *recallScopeEntr
 // read from the store for the other conversations. unknown counts hits
 // of docs with no unit; remove, whether units found gone are taken out
 // of the in-process index (not when the store searched its own).
-func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, hits []retrieval.Hit, owners map[int64]recallOwner, dated []int64, unknown int, remove bool) (v View, crowded bool, err error) {
+func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, ask int, hits []retrieval.Hit, owners map[int64]recallOwner, dated []int64, unknown int, remove bool) (v View, crowded bool, err error) {
 	// The units by conversation (a doc ID the entry does not know any
 	// more was removed meanwhile): the other conversations oldest first
 	// (by their oldest unit), the current one last.
@@ -972,7 +1006,11 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 	for _, o := range owners {
 		spans[o.id()] = append(spans[o.id()], o.span)
 	}
-	others, oerrs, fatal := x.readOthers(ctx, convs[:len(convs)-1], spans)
+	read := convs[:len(convs)-1]
+	if c.ranged {
+		read = convs // the current conversation's stretches too
+	}
+	others, oerrs, fatal := x.readOthers(ctx, read, spans)
 	if fatal != nil {
 		return View{}, false, fatal
 	}
@@ -980,8 +1018,8 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 		return View{}, false, err
 	}
 	for ci, cid := range convs {
-		segs := [][]Unit{cur}
-		if cid != id {
+		segs := [][]Unit{c.units}
+		if cid != id || c.ranged {
 			if oerrs[ci] != nil {
 				continue // that conversation's units are left out; the rest stand
 			}
@@ -1006,18 +1044,18 @@ func (x *Engine) viewOf(ctx context.Context, id identity, cur []Unit, first int,
 					at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
 					v.Units = append(v.Units, exs[i])
 					v.src = append(v.src, len(v.ids))
-					v.excl = append(v.excl, cid == id && i >= first)
+					v.excl = append(v.excl, cid == id && c.recent(i, exs[i]))
 				}
 				v.ids = append(v.ids, cid)
 			}
 		}
 		for j, seq := range byConv[cid] {
-			if !found[j] && (cid != id || len(cur) > 0 && seq < cur[len(cur)-1].seq) {
+			if !found[j] && (cid != id || c.ranged || len(c.units) > 0 && seq < c.units[len(c.units)-1].seq) {
 				// Read after the search: a unit it found that is not
 				// stored any more is gone. (The current conversation's
-				// units were read before the search: a unit saved since,
-				// by any replica, is not gone — but one below its newest
-				// unit is: Seqs are never reused.)
+				// units, unless ranged, were read before the search: a
+				// unit saved since, by any replica, is not gone — but one
+				// below its newest unit is: Seqs are never reused.)
 				gone[cid] = append(gone[cid], seq)
 			}
 		}

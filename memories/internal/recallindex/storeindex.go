@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/memstack/memstack/internal/conv"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
@@ -97,6 +99,10 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 	if !x.storeSearching(ctx, id) {
 		return View{}, false, nil
 	}
+	if x.scoped() {
+		v, err := x.storeScopedLoad(ctx, id, q)
+		return v, true, err
+	}
 	e := x.acquire(id)
 	defer x.release(e)
 	e.mu.Lock()
@@ -125,9 +131,22 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 		days = slices.Compact(days)
 	}
 	e.mu.Unlock()
-	if !x.scoped() {
-		v, err := x.storeConversationView(ctx, id, exs, first, q, days)
-		return v, true, err
+	v, err := x.storeConversationView(ctx, id, exs, first, q, days)
+	return v, true, err
+}
+
+// storeScopedLoad is loadFromStore for a scope wider than the
+// conversation. It keeps nothing in process: the current conversation's
+// recent units are known from its tail (recentFrom), and of every
+// conversation with hits, the current one included, the load reads the
+// stretches around them (see readOthers).
+func (x *Engine) storeScopedLoad(ctx context.Context, id identity, q Query) (View, error) {
+	from, recent, err := x.recentFrom(ctx, id, q.Exclude)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return View{}, fmt.Errorf("memstack: %w", cerr)
+		}
+		return View{}, err
 	}
 	var dated []store.RecallHit
 	if q.Date != nil {
@@ -138,25 +157,63 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 		cancel()
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return View{}, true, fmt.Errorf("memstack: %w", cerr)
+				return View{}, fmt.Errorf("memstack: %w", cerr)
 			}
 			x.report(id, OpSearch, 0, time.Since(start), err) // transient: no dated units
 			dated = nil
 		}
 	}
-	ask := q.Want + len(exs) - first
+	ask := q.Want + recent
 	for {
-		v, crowded, err := x.storeScopedView(ctx, id, exs, first, q, ask, dated)
+		v, crowded, err := x.storeScopedView(ctx, id, from, q, ask, dated)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return View{}, true, fmt.Errorf("memstack: %w", cerr)
+				return View{}, fmt.Errorf("memstack: %w", cerr)
 			}
-			return View{}, true, fmt.Errorf("memstack: recall search: %w", err)
+			return View{}, fmt.Errorf("memstack: recall search: %w", err)
 		}
 		if !crowded || ask >= maxSearch {
-			return v, true, nil
+			return v, nil
 		}
 		ask = min(4*ask, maxSearch)
+	}
+}
+
+// recentFrom returns the Seq of the first of id's units with a message
+// among its last n non-system messages (what a recent window shows:
+// firstRecent) and how many units those are; math.MaxInt64 and 0 when
+// there are none. It reads id's tail (store.Tail), a little more than n
+// messages, and more when the first unit it read may have begun before
+// them.
+func (x *Engine) recentFrom(ctx context.Context, id identity, n int) (int64, int, error) {
+	if n < 1 {
+		return math.MaxInt64, 0, nil
+	}
+	for extra := 8; ; extra *= 4 {
+		read := n + extra
+		if extra > math.MaxInt/8 || read < n {
+			read = math.MaxInt
+		}
+		recs, err := x.cfg.Store.Tail(ctx, id, read, 0)
+		if err != nil {
+			return 0, 0, fmt.Errorf("memstack: loading history: %w", err)
+		}
+		others := 0
+		for _, r := range recs {
+			if !conv.IsSystem(r.Message) {
+				others++
+			}
+		}
+		us := x.units(recs)
+		if len(us) == 0 {
+			return math.MaxInt64, 0, nil
+		}
+		// Every unit but the first read opens with its own first message;
+		// the first may have begun before the tail, unless the tail holds
+		// every message.
+		if first := firstRecent(us, n); first > 0 || others < read || read == math.MaxInt {
+			return us[first].seq, len(us) - first, nil
+		}
 	}
 }
 
@@ -199,7 +256,7 @@ func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []U
 // storeScopedView is scopedView over the store's hits: each hit names its
 // conversation and unit, so no in-process bookkeeping is needed; dated
 // are the scope's units of q's date, as the store files them.
-func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, first int, q Query, ask int, datedUnits []store.RecallHit) (View, bool, error) {
+func (x *Engine) storeScopedView(ctx context.Context, id identity, recentFrom int64, q Query, ask int, datedUnits []store.RecallHit) (View, bool, error) {
 	var found []store.RecallHit
 	if strings.TrimSpace(q.Text) != "" {
 		var err error
@@ -238,7 +295,7 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, cur []Unit, f
 		owners[doc] = recallOwner{conv: conv(h.ID), seq: h.Seq}
 		dated = append(dated, doc)
 	}
-	return x.viewOf(ctx, id, cur, first, q, ask, hits, owners, dated, 0, false)
+	return x.viewOf(ctx, id, current{ranged: true, from: recentFrom}, q, ask, hits, owners, dated, 0, false)
 }
 
 // kind is the unit the Engine indexes, as indexkit names it.
