@@ -1080,22 +1080,38 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 		return err
 	})
 	b.Queue(r.searchRows[level], termArgs...).Query(func(rows pgx.Rows) error {
-		var term pgtype.Text
-		var hash, data []byte
-		_, err := pgx.ForEachRow(rows, []any{&term, &hash, &data}, func() error {
+		defer rows.Close()
+		add := func(term, hash, data []byte, unit bool) {
 			d := convs[string(hash)]
 			switch {
 			case d == nil:
-			case !term.Valid:
+			case unit:
 				d.Units = append(d.Units, data...)
 			default:
-				if i, ok := at[term.String]; ok {
+				if i, ok := at[string(term)]; ok {
 					d.Postings[i] = append(d.Postings[i], data...)
 				}
 			}
-			return nil
-		})
-		return err
+		}
+		// A text's raw value is its bytes, and so is a bytea's in binary
+		// format (the default query mode): read in place, not copied per
+		// row. (The simple protocol sends bytea as text: scanned.)
+		fd := rows.FieldDescriptions()
+		raw := len(fd) == 3 && fd[1].Format == pgx.BinaryFormatCode && fd[2].Format == pgx.BinaryFormatCode
+		var term pgtype.Text
+		var hash, data []byte
+		for rows.Next() {
+			if raw {
+				v := rows.RawValues()
+				add(v[0], v[1], v[2], v[0] == nil)
+				continue
+			}
+			if err := rows.Scan(&term, &hash, &data); err != nil {
+				return err
+			}
+			add([]byte(term.String), hash, data, !term.Valid)
+		}
+		return rows.Err()
 	})
 	b.Queue("COMMIT")
 	br := s.pool.SendBatch(ctx, b)

@@ -316,3 +316,33 @@ func TestRecallIndexIsTheTables(t *testing.T) {
 	require.Len(t, fresh, 6, "c1's three turns, c2's two, c3's one left")
 	assert.Equal(t, fresh, got)
 }
+
+// TestRecallSearchInEveryQueryMode: a search reads its rows in place when
+// pgx receives bytea in binary (the default query mode) and scans them
+// when it receives text (the simple protocol, as behind a pooler in
+// transaction mode): the same hits, with their spans, either way.
+func TestRecallSearchInEveryQueryMode(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("modes")
+	st := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
+	for c := range 4 {
+		id := memstack.Identity{Tenant: "acme", User: "ana", Conversation: fmt.Sprintf("c%d", c)}
+		for i := range 6 {
+			require.NoError(t, st.Append(ctx, id, llms.HumanChatMessage{Content: fmt.Sprintf("lease %d in Lisbon, offsite %d", i, c)},
+				llms.AIChatMessage{Content: fmt.Sprintf("noted: lease %d", i*c)}))
+		}
+	}
+	q := indexkit.Query{Terms: indexkit.QueryTerms("Lisbon lease offsite 3"), Kind: indexkit.Exchanges, Near: [2]float64{0.5, 0.25}, K: 10, Reach: 2}
+	scope := store.RecallScope{Scope: store.UserScope("acme", "ana")}
+	want, err := st.SearchRecall(ctx, scope, q)
+	require.NoError(t, err)
+	require.Len(t, want, 10)
+	for _, mode := range []string{"simple_protocol", "exec", "describe_exec", "cache_describe"} {
+		s, err := pgstore.Open(ctx, testsvc.Postgres(t)+"&default_query_exec_mode="+mode, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
+		require.NoError(t, err, mode)
+		got, err := s.SearchRecall(ctx, scope, q)
+		require.NoError(t, err, mode)
+		assert.Equal(t, want, got, mode)
+		_ = s.Close()
+	}
+}
