@@ -40,7 +40,11 @@
 // append writes O(its messages' terms) bytes, never a whole list. A search
 // reads the Conv of every conversation of the scope (the scope's unit
 // count and mean length), the postings of the query's terms, and the unit
-// entries of the conversations they name, and scores in Go (Search).
+// entries of the conversations they name, and scores in Go (Search):
+// every unit the terms reach is counted (BM25's document frequencies need
+// them all), but only the conversations whose bound — each term at its
+// largest count there, the shortest unit's length — can beat the K hits
+// kept so far are scored, best bound first.
 // Removing a prefix (retention) filters the chunks it reaches and
 // recomputes the Conv from the remaining entries (Rebuild).
 package indexkit

@@ -37,7 +37,7 @@ func newRows() *rows {
 	return &rows{state: indexkit.NewConv(), units: map[int64][]byte{}, terms: map[string]map[int64][]byte{}}
 }
 
-func (r *rows) add(t *testing.T, seqs []int64, msgs []llms.ChatMessage) {
+func (r *rows) add(t testing.TB, seqs []int64, msgs []llms.ChatMessage) {
 	w, err := r.state.Add(seqs, indexkit.Prepare(msgs))
 	require.NoError(t, err)
 	for _, u := range w.Units {
@@ -56,7 +56,7 @@ func (r *rows) add(t *testing.T, seqs []int64, msgs []llms.ChatMessage) {
 
 // removeThrough is a prefix removal as a store does it: non-system
 // messages through seq go.
-func (r *rows) removeThrough(t *testing.T, through int64) {
+func (r *rows) removeThrough(t testing.TB, through int64) {
 	for c, d := range r.units {
 		out, err := indexkit.DropThrough(d, false, through)
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Query is one search.
@@ -115,6 +116,9 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		first  []int64   // first Seq by ordinal - lo
 		reach  []bool    // any term reaches the unit
 		active []bool    // by term: it has postings here
+		most   []float64 // by term: its largest own count here
+		short  float64   // the shortest unit's length
+		bound  float64   // no unit here scores more (see below)
 	}
 	nt := len(q.Terms)
 	df := make([]float64, nt)
@@ -127,8 +131,11 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			slab += int(min(c.State.Units(q.Kind), int64(len(c.Units)/unitEntrySize)))
 		}
 	}
-	lensSlab, firstSlab := make([]float64, 0, slab), make([]int64, 0, slab)
-	ownSlab, reachSlab := make([]float64, 0, slab*nt), make([]bool, 0, slab)
+	sc := scratchPool.Get().(*scratch)
+	defer sc.put()
+	lensSlab, firstSlab := slices.Grow(sc.lens[:0], slab), slices.Grow(sc.first[:0], slab)
+	ownSlab, reachSlab := slices.Grow(sc.own[:0], slab*nt), slices.Grow(sc.reach[:0], slab)
+	defer func() { sc.lens, sc.first, sc.own, sc.reach = lensSlab, firstSlab, ownSlab, reachSlab }()
 	termReach := make([]bool, 0, 64)
 	var preps []prepared
 	var ps []posting
@@ -152,7 +159,12 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		reachSlab = slices.Grow(reachSlab, span)[:n+span]
 		o0 := len(ownSlab)
 		ownSlab = slices.Grow(ownSlab, span*nt)[:o0+span*nt]
-		p := prepared{id: c.ID, lens: lensSlab[n : n+span], first: firstSlab[n : n+span], own: ownSlab[o0 : o0+span*nt], reach: reachSlab[n : n+span], active: make([]bool, nt)}
+		p := prepared{id: c.ID, lens: lensSlab[n : n+span], first: firstSlab[n : n+span], own: ownSlab[o0 : o0+span*nt], reach: reachSlab[n : n+span],
+			active: make([]bool, nt), most: make([]float64, nt)}
+		clear(p.lens) // the slabs are reused: zero what this search uses
+		clear(p.first)
+		clear(p.own)
+		clear(p.reach)
 		for _, e := range units {
 			o := e.ords[q.Kind]
 			if o < s.Lo || o > s.Hi {
@@ -206,6 +218,7 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 				if f == 0 {
 					continue
 				}
+				p.most[ti] = max(p.most[ti], f)
 				for off := -2; off <= 2; off++ {
 					if d := o + off; d >= 0 && d < span && weight[off+2] > 0 && !tr[d] {
 						tr[d] = true
@@ -216,6 +229,7 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			}
 		}
 		if slices.Contains(p.active, true) {
+			p.short = slices.Min(p.lens)
 			preps = append(preps, p)
 		}
 	}
@@ -225,14 +239,39 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		idf[ti] = math.Log(1 + (live-df[ti]+0.5)/(df[ti]+0.5))
 		norm += idf[ti] * (k1 + 1)
 	}
+	// A conversation's bound: no unit of it scores more than the sum,
+	// over its terms, of the term's part at its largest weighted count
+	// (at most its largest own count times the weights' sum) and the
+	// smallest length with neighbours (at least its shortest unit's).
+	// Conversations are scored best bound first, and once K hits are
+	// kept, one whose bound is below the worst of them is skipped: what
+	// can rank is scored, the rest only counted (dynamic pruning, as
+	// MaxScore; the result is the exhaustive one).
+	wsum := 1 + 2*q.Near[0] + 2*q.Near[1]
+	for i := range preps {
+		p := &preps[i]
+		kd := k1 * (1 - b + b*p.short/avg)
+		for ti := range nt {
+			if fj := p.most[ti] * wsum; p.active[ti] && fj > 0 {
+				p.bound += idf[ti] * fj * (k1 + 1) / (fj + kd)
+			}
+		}
+		p.bound = p.bound / norm * (1 + 1e-9) // above any rounding of a score
+	}
+	slices.SortStableFunc(preps, func(a, b prepared) int { return cmp.Compare(b.bound, a.bound) })
 	top := &hitHeap{}
 	f := make([]float64, nt)
 	var near []float64 // by term, then ordinal: the weighted counts
+	w1, w2 := q.Near[0], q.Near[1]
 	for _, p := range preps {
+		if prune && top.Len() == q.K && p.bound < (*top)[0].Score {
+			continue // none of its units can rank
+		}
 		span := len(p.lens)
 		// Each term's weighted count at every ordinal, term by term (one
 		// pass over its counts), summed by position as retrieval.BM25
-		// sums: a zero count adds nothing to a sum of non-negatives.
+		// sums (from two before to two after): a zero count adds nothing
+		// to a sum of non-negatives.
 		if cap(near) < span*nt {
 			near = make([]float64, span*nt)
 		}
@@ -244,8 +283,18 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			own, out := p.own[ti*span:(ti+1)*span], near[ti*span:(ti+1)*span]
 			for d := range span {
 				var v float64
-				for pos := max(0, d-2); pos <= min(span-1, d+2); pos++ {
-					v += weight[d-pos+2] * own[pos]
+				if d >= 2 {
+					v += w2 * own[d-2]
+				}
+				if d >= 1 {
+					v += w1 * own[d-1]
+				}
+				v += own[d]
+				if d+1 < span {
+					v += w1 * own[d+1]
+				}
+				if d+2 < span {
+					v += w2 * own[d+2]
 				}
 				out[d] = v
 			}
@@ -307,6 +356,30 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		return 0
 	})
 	return out, nil
+}
+
+// prune is false in tests that compare the pruned search with the
+// exhaustive one.
+var prune = true
+
+// scratch holds a search's slabs between searches (scratchPool): memory
+// the next search finds mapped, not fresh pages to fault in.
+type scratch struct {
+	lens, own []float64
+	first     []int64
+	reach     []bool
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxScratch is the most a pooled scratch keeps (in float64s of own):
+// a search of a huge scope does not pin its slabs.
+const maxScratch = 4 << 20
+
+func (sc *scratch) put() {
+	if cap(sc.own) <= maxScratch {
+		scratchPool.Put(sc)
+	}
 }
 
 // better orders hits: by score, then newest, then by ID.

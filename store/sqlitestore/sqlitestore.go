@@ -391,8 +391,8 @@ const newTimeout = 30 * time.Second
 // statement, whatever BEGIN the driver issues. The Store shares db's pool:
 // a write holds one connection for its transaction, a read one for its
 // statement, so a pool of one connection works but serialises everything.
-// WithSynchronous, WithBusyTimeout and WithMaxOpenConns configure a
-// database Open opens; New refuses them.
+// WithSynchronous, WithBusyTimeout, WithMaxOpenConns and WithMmapSize
+// configure a database Open opens; New refuses them.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	cfg, err := configure("New", opts)
 	if err != nil {
