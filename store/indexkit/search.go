@@ -189,8 +189,9 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			}
 			own := p.own[ti*span : (ti+1)*span]
 			found := false
-			// Both are in Seq order (chunk rows concatenated in chunk
-			// order): one merge maps each posting to its unit.
+			// Both in Seq order (a store may read chunk rows in any
+			// order: sorted here if not), one merge maps each posting to
+			// its unit.
 			if !slices.IsSortedFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) }) {
 				slices.SortFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) })
 			}

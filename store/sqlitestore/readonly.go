@@ -30,7 +30,8 @@ func WithReadOnly() Option {
 
 // readOnlyDSN is the DSN Open opens the file at abs with under
 // WithReadOnly: read-only, never created, no pragma but the busy timeout
-// (a reader of a WAL file may wait for a lock briefly).
+// (a reader of a WAL file may wait for a lock briefly) and mmap_size
+// (WithMmapSize).
 func readOnlyDSN(abs string, cfg config) string {
 	return fmt.Sprintf("file:%s?mode=ro&_busy_timeout=%d&_pragma=mmap_size(%d)", escapeURIPath(abs), cfg.busyTimeout.Milliseconds(), cfg.mmapSize)
 }

@@ -737,8 +737,11 @@ const readParallel = 8
 // (store.RecallHit's From and To) and the store is a store.RangeReader,
 // only those stretches are read, all in one call — a load reads what it
 // may show, not whole conversations, and keeps nothing of them in
-// process. Otherwise a conversation is read whole (otherUnits), as one
-// segment.
+// process. A conversation with no unit found (the load's own, when its
+// hits are all elsewhere) is not read. Otherwise a conversation is read
+// whole (otherUnits), as one segment — and so is every ranged one, each
+// on its own, when the one ReadRanges fails (one conversation's bad row
+// then leaves out that conversation only).
 //
 // Over a networked store a load costs about what it shows, not a round
 // trip per conversation one after another: a store.MultiStat checks them
@@ -965,7 +968,8 @@ func (c current) recent(i int, u Unit) bool {
 
 // viewOf builds a scoped load's View from its hits (Seq: a doc number),
 // each doc's unit (owners) and the dated docs: the units around them,
-// read from the store for the other conversations. unknown counts hits
+// read from the store for the other conversations (and for the current
+// one too when c is ranged: see current). unknown counts hits
 // of docs with no unit; remove, whether units found gone are taken out
 // of the in-process index (not when the store searched its own).
 func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, ask int, hits []retrieval.Hit, owners map[int64]recallOwner, dated []int64, unknown int, remove bool) (v View, crowded bool, err error) {

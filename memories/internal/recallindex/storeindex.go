@@ -21,10 +21,12 @@ import (
 // transaction, so an Engine over it indexes nothing in process: a save
 // only stores, and a load asks the store, which every replica shares —
 // a process's first load of a user costs a search of the database, not a
-// read of the user's history. The current conversation's units are
-// still read (incrementally, as for the in-process index) for the recent
-// window and the view. Of another conversation with hits, a scoped load
-// reads only the stretches around them: the store gives each hit's span
+// read of the user's history. A conversation-scoped load still reads the
+// conversation's units (incrementally, as for the in-process index) for
+// the recent window and the view. A scoped load keeps nothing per
+// conversation: the current conversation's recent units are known from
+// its tail (recentFrom), and of every conversation with hits, the current
+// one included, it reads only the stretches around them: the store gives each hit's span
 // (indexkit.Query.Reach, recallViewReach units on either side), and a
 // store.RangeReader reads them all in one call, keeping nothing in
 // process (readOthers); a store that cannot, or a unit brought by its
