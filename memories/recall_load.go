@@ -122,7 +122,9 @@ func (m *Recall) selectExchanges(ctx context.Context, inputs map[string]any, bud
 			neighbours = max(m.neighbours, 1)
 		}
 	}
-	q := recallindex.Query{Text: query, Exclude: m.exclude}
+	// The units on either side of a hit the selection below may show:
+	// its neighbours, or its partner.
+	q := recallindex.Query{Text: query, Exclude: m.exclude, Reach: max(neighbours, 1)}
 	var date queryDate
 	dated := false
 	if m.queryDates {

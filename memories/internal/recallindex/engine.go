@@ -244,6 +244,11 @@ type Query struct {
 	// the units said on it, hits or not, found through a day index (the
 	// cost is what the date holds, not the history).
 	Date *Day
+	// Reach is how many units on either side of a hit the selection may
+	// show (its neighbours, a partner): a scoped load over the store's
+	// index reads that many around each hit of another conversation (at
+	// most recallViewReach; 0 is recallViewReach).
+	Reach int
 }
 
 // View is what a load selects from: Units, the Hits among them (Seq is

@@ -63,7 +63,7 @@ func (x *Engine) storeSearching(ctx context.Context, id identity) bool {
 		return false
 	}
 	x.storeAsked.Store(now)
-	if _, err := x.searchStore(ctx, id, "", 1); err != nil {
+	if _, err := x.searchStore(ctx, id, "", 1, 0); err != nil {
 		return false // not ready, or failing: in process, asked again later
 	}
 	x.storeOn.Store(true)
@@ -73,7 +73,7 @@ func (x *Engine) storeSearching(ctx context.Context, id identity) bool {
 // searchStore asks the store for the k best units of id's scope (its
 // conversation, user or tenant) for query, with the timeout, reported as
 // a search.
-func (x *Engine) searchStore(ctx context.Context, id identity, query string, k int) ([]store.RecallHit, error) {
+func (x *Engine) searchStore(ctx context.Context, id identity, query string, k, reach int) ([]store.RecallHit, error) {
 	in := store.RecallScope{Scope: x.storeScope(id)}
 	if !x.scoped() {
 		in.Conversation = &id
@@ -83,7 +83,11 @@ func (x *Engine) searchStore(ctx context.Context, id identity, query string, k i
 	start := time.Now()
 	q := indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k}
 	if x.scoped() {
-		q.Reach = recallViewReach // the stretch a view shows of each hit's conversation
+		// The stretch a view shows of each hit's conversation.
+		q.Reach = recallViewReach
+		if reach > 0 {
+			q.Reach = min(reach, recallViewReach)
+		}
 	}
 	hits, err := x.searcher.SearchRecall(ictx, in, q)
 	if errors.Is(err, store.ErrRecallNotReady) {
@@ -233,7 +237,7 @@ func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []U
 	// wanted.
 	want := min(len(exs), q.Want+len(exs)-first)
 	for ask := want; ; ask *= 4 {
-		hits, err := x.searchStore(ctx, id, q.Text, ask)
+		hits, err := x.searchStore(ctx, id, q.Text, ask, 0)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, fmt.Errorf("memstack: %w", cerr)
@@ -262,7 +266,7 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, recentFrom in
 	var found []store.RecallHit
 	if strings.TrimSpace(q.Text) != "" {
 		var err error
-		if found, err = x.searchStore(ctx, id, q.Text, ask); err != nil {
+		if found, err = x.searchStore(ctx, id, q.Text, ask, q.Reach); err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return View{}, false, cerr
 			}
