@@ -171,11 +171,24 @@ func newBudget(cfg *budgetConfig, children int) (*budget, error) {
 		if err != nil {
 			return nil, fmt.Errorf("combined: WithTokenBudget: %w", err)
 		}
-		b.counter = c
+		b.counter, b.counts = c, defaultCounts()
+		return b, nil
 	}
 	b.counts, _ = lru.New[string, int](tokenCacheSize)
 	return b, nil
 }
+
+// defaultCounts is the token-count cache of every budget that counts with
+// the default counter (cl100k): a text's count depends on nothing else,
+// so the stacks of a process — one per user or per conversation, say —
+// share one cache, whose size is bounded for the process
+// (tokenCacheSize texts of at most maxCachedText bytes), not per stack,
+// and a text one stack counted is not counted again by another. A budget
+// with a counter of its own (WithTokenCounter) keeps a cache of its own.
+var defaultCounts = sync.OnceValue(func() *lru.Cache[string, int] {
+	c, _ := lru.New[string, int](tokenCacheSize)
+	return c
+})
 
 // maxCount caps every count the budget uses: a counter may answer up to
 // math.MaxInt for "too big", and the sums of capped counts (at most a few

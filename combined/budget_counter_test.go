@@ -182,3 +182,30 @@ func TestBudget_ManyNewItemsCountedExactly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, first, again, "cached counts keep the same items")
 }
+
+// cbWords counts words.
+type cbWords struct{}
+
+func (cbWords) CountTokens(s string) int { return len(strings.Fields(s)) }
+
+// TestBudgetsShareTheDefaultCountCache: every budget counting with the
+// default counter shares one token-count cache (a server with a stack per
+// user holds one bounded cache, not one per stack); a budget with a
+// counter of its own keeps its own. Loads through either are unchanged.
+func TestBudgetsShareTheDefaultCountCache(t *testing.T) {
+	ctx := context.Background()
+	mk := func(bopts ...combined.BudgetOption) *combined.Memory {
+		buf := memory.NewConversationBuffer(memory.WithMemoryKey("lc"))
+		require.NoError(t, buf.SaveContext(ctx, map[string]any{"input": "Where is the offsite?"}, map[string]any{"output": "Lisbon, in June."}))
+		return newBudgeted(t, []schema.Memory{buf}, 100, bopts)
+	}
+	a, b := mk(), mk()
+	own := mk(combined.WithTokenCounter(cbWords{}))
+	assert.True(t, combined.CountsShared(a, b), "two budgets with the default counter share its cache")
+	assert.False(t, combined.CountsShared(a, own), "a budget with its own counter keeps its own cache")
+	for _, m := range []*combined.Memory{a, b, own} {
+		vars, err := m.LoadMemoryVariables(ctx, map[string]any{"input": "offsite?"})
+		require.NoError(t, err)
+		assert.Equal(t, "Human: Where is the offsite?\nAI: Lisbon, in June.", vars["lc"])
+	}
+}
