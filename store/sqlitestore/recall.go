@@ -800,43 +800,30 @@ type blobRow[K any] struct {
 func queryBlobs[K any](ctx context.Context, q querier, query string, args ...any) ([]blobRow[K], error) {
 	var out []blobRow[K]
 	err := eachBlob(ctx, q, func(key K, data []byte) error {
-		out = append(out, blobRow[K]{key, data})
+		out = append(out, blobRow[K]{key, slices.Clone(data)})
 		return nil
 	}, query, args...)
 	return out, err
 }
 
 // eachBlob runs query in q and calls f with each (key, blob) row, in
-// order, until f returns an error.
+// order, until f returns an error (see eachRaw: data is valid only during
+// the call).
 func eachBlob[K any](ctx context.Context, q querier, f func(key K, data []byte) error, query string, args ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var key K
-		var data []byte
-		if err := rows.Scan(&key, &data); err != nil {
-			return err
-		}
-		if err := f(key, data); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRaw(f)(q.QueryContext(ctx, query, args...))
 }
 
 // eachRaw returns a function that calls f with each (key, blob) row of
-// rows (a query's answer, err its error); data is valid only during the
-// call (sql.RawBytes: no copy per row).
-func eachRaw(f func(key string, data []byte) error) func(rows *sql.Rows, err error) error {
+// rows (a query's answer, err its error), in order, until f returns an
+// error; data is valid only during the call (sql.RawBytes: no copy per
+// row), so f copies what it keeps.
+func eachRaw[K any](f func(key K, data []byte) error) func(rows *sql.Rows, err error) error {
 	return func(rows *sql.Rows, err error) error {
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		var key string
+		var key K
 		var data sql.RawBytes
 		for rows.Next() {
 			if err := rows.Scan(&key, &data); err != nil {

@@ -125,8 +125,8 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 	e.ready, e.seen = true, e.exsStat.LastSeq // nothing to index here
 	exs := e.exs
 	first := firstRecent(exs, q.Exclude)
-	var days []int // a conversation's units of q's date (a scope's: the store's)
-	if q.Date != nil && !x.scoped() {
+	var days []int // the conversation's units of q's date
+	if q.Date != nil {
 		e.indexDays()
 		e.days.each(*q.Date, func(seq int64) {
 			if i, ok := unitAt(exs, seq); ok && q.Date.Matches(exs[i].at) {
@@ -156,10 +156,10 @@ func (x *Engine) storeScopedLoad(ctx context.Context, id identity, q Query) (Vie
 	}
 	var dated []store.RecallHit
 	if q.Date != nil {
-		from, to := q.Date.keys()
+		first, last := q.Date.keys()
 		dctx, cancel := x.indexCtx(ctx)
 		start := time.Now()
-		dated, err = x.searcher.RecallDated(dctx, store.RecallScope{Scope: x.storeScope(id)}, x.kind(), from, to)
+		dated, err = x.searcher.RecallDated(dctx, store.RecallScope{Scope: x.storeScope(id)}, x.kind(), first, last)
 		cancel()
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
