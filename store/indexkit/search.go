@@ -106,133 +106,60 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		avg = 1
 	}
 	weight := [5]float64{q.Near[1], q.Near[0], 1, q.Near[0], q.Near[1]}
-	// Per conversation with postings: its units' lengths and first Seqs,
-	// and each term's own counts, by ordinal (slices of one slab each),
-	// and the units each term reaches (its df).
-	type prepared struct {
-		id     string
-		lens   []float64 // by ordinal - lo
-		own    []float64 // by term, then ordinal - lo
-		first  []int64   // first Seq by ordinal - lo
-		reach  []bool    // any term reaches the unit
-		active []bool    // by term: it has postings here
-		most   []float64 // by term: its largest own count here
-		short  float64   // the shortest unit's length
-		bound  float64   // no unit here scores more (see below)
-	}
 	nt := len(q.Terms)
 	df := make([]float64, nt)
-	// One allocation per slab: the conversations' spans, each at most
-	// its unit entries (a span is checked against them: a corrupt state
-	// allocates nothing big).
-	slab := 0
-	for _, c := range convs {
-		if c.HasPostings() {
-			slab += int(min(c.State.Units(q.Kind), int64(len(c.Units)/unitEntrySize)))
-		}
+	// Each conversation with postings is decoded into one conversation's
+	// scratch (sc.fill: dense, by term and ordinal, of the size of the
+	// largest conversation, never of the scope); what scoring needs of it
+	// is kept in slabs: its units' lengths, first Seqs and whether a term
+	// reaches them, and each term's counts that are not zero (ordinal and
+	// count: what was read, not the dense matrix).
+	type cand struct {
+		i     int     // in convs
+		u0    int     // its units' offset in the unit slabs
+		span  int     // its units
+		t0    int     // its terms' offset in most, active and toff
+		short float64 // the shortest unit's length
+		bound float64 // no unit here scores more (see below)
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.put()
-	lensSlab, firstSlab := slices.Grow(sc.lens[:0], slab), slices.Grow(sc.first[:0], slab)
-	ownSlab, reachSlab := slices.Grow(sc.own[:0], slab*nt), slices.Grow(sc.reach[:0], slab)
-	defer func() { sc.lens, sc.first, sc.own, sc.reach = lensSlab, firstSlab, ownSlab, reachSlab }()
-	termReach := make([]bool, 0, 64)
-	var preps []prepared
-	var ps []posting
-	var units []unitEntry
-	for _, c := range convs {
+	var cands []cand
+	most, active := sc.most[:0], sc.active[:0]                       // by candidate, then term
+	toff := sc.toff[:0]                                              // by candidate, then term: its counts' end in ords and counts
+	lens, first, reach := sc.klens[:0], sc.kfirst[:0], sc.kreach[:0] // by unit
+	ords, counts := sc.ords[:0], sc.counts[:0]                       // the counts that are not zero
+	defer func() {
+		sc.most, sc.active, sc.toff = most, active, toff
+		sc.klens, sc.kfirst, sc.kreach, sc.ords, sc.counts = lens, first, reach, ords, counts
+	}()
+	for i, c := range convs {
 		if !c.HasPostings() || c.State.Units(q.Kind) == 0 {
 			continue
 		}
-		s := c.State.K[q.Kind]
-		var err error
-		units, err = decodeUnitsInto(c.Units, units[:0])
+		t0 := len(most)
+		most, active = slices.Grow(most, nt)[:t0+nt], slices.Grow(active, nt)[:t0+nt]
+		span, err := sc.fill(q, c, weight, active[t0:], most[t0:], df)
 		if err != nil {
-			return nil, fmt.Errorf("conversation %q: %w", c.ID, err)
+			return nil, err
 		}
-		span := int(int64(s.Hi)-int64(s.Lo)) + 1
-		if span > len(units) {
-			return nil, fmt.Errorf("indexkit: conversation %q: %d units in its state, %d unit entries", c.ID, span, len(units))
+		if span == 0 || !slices.Contains(active[t0:], true) {
+			most, active = most[:t0], active[:t0]
+			continue
 		}
-		n := len(lensSlab)
-		lensSlab, firstSlab = slices.Grow(lensSlab, span)[:n+span], slices.Grow(firstSlab, span)[:n+span]
-		reachSlab = slices.Grow(reachSlab, span)[:n+span]
-		o0 := len(ownSlab)
-		ownSlab = slices.Grow(ownSlab, span*nt)[:o0+span*nt]
-		p := prepared{id: c.ID, lens: lensSlab[n : n+span], first: firstSlab[n : n+span], own: ownSlab[o0 : o0+span*nt], reach: reachSlab[n : n+span],
-			active: make([]bool, nt), most: make([]float64, nt)}
-		clear(p.lens) // the slabs are reused: zero what this search uses
-		clear(p.first)
-		clear(p.own)
-		clear(p.reach)
-		for _, e := range units {
-			o := e.ords[q.Kind]
-			if o < s.Lo || o > s.Hi {
-				continue
-			}
-			p.lens[o-s.Lo] += float64(e.n)
-			if p.first[o-s.Lo] == 0 {
-				p.first[o-s.Lo] = e.seq
-			}
-		}
-		if cap(termReach) < span {
-			termReach = make([]bool, span)
-		}
-		tr := termReach[:span]
+		p := cand{i: i, u0: len(lens), span: span, t0: t0, short: slices.Min(sc.lens)}
+		lens, first, reach = append(lens, sc.lens...), append(first, sc.first...), append(reach, sc.reach...)
 		for ti := range nt {
-			if ti >= len(c.Postings) || len(c.Postings[ti]) == 0 {
-				continue
-			}
-			ps, err = decodePostings(c.Postings[ti], ps[:0])
-			if err != nil {
-				return nil, fmt.Errorf("conversation %q, term %q: %w", c.ID, q.Terms[ti], err)
-			}
-			own := p.own[ti*span : (ti+1)*span]
-			found := false
-			// Both in Seq order (a store may read chunk rows in any
-			// order: sorted here if not), one merge maps each posting to
-			// its unit.
-			if !slices.IsSortedFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) }) {
-				slices.SortFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) })
-			}
-			j := 0
-			for _, x := range ps {
-				for j < len(units) && units[j].seq < x.seq {
-					j++
-				}
-				if j == len(units) || units[j].seq != x.seq {
-					continue // a posting of a message no longer indexed
-				}
-				o := units[j].ords[q.Kind]
-				if o < s.Lo || o > s.Hi || x.tf <= 0 {
-					continue
-				}
-				own[o-s.Lo] += float64(x.tf)
-				found = true
-			}
-			if !found {
-				continue
-			}
-			p.active[ti] = true
-			clear(tr)
-			for o, f := range own {
-				if f == 0 {
-					continue
-				}
-				p.most[ti] = max(p.most[ti], f)
-				for off := -2; off <= 2; off++ {
-					if d := o + off; d >= 0 && d < span && weight[off+2] > 0 && !tr[d] {
-						tr[d] = true
-						p.reach[d] = true
-						df[ti]++
+			if active[t0+ti] {
+				for o, f := range sc.own[ti*span : (ti+1)*span] {
+					if f != 0 {
+						ords, counts = append(ords, int32(o)), append(counts, f)
 					}
 				}
 			}
+			toff = append(toff, len(ords))
 		}
-		if slices.Contains(p.active, true) {
-			p.short = slices.Min(p.lens)
-			preps = append(preps, p)
-		}
+		cands = append(cands, p)
 	}
 	idf := make([]float64, nt)
 	var norm float64
@@ -249,72 +176,68 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 	// can rank is scored, the rest only counted (dynamic pruning, as
 	// MaxScore; the result is the exhaustive one).
 	wsum := 1 + 2*q.Near[0] + 2*q.Near[1]
-	for i := range preps {
-		p := &preps[i]
+	for ci := range cands {
+		p := &cands[ci]
 		kd := k1 * (1 - b + b*p.short/avg)
 		for ti := range nt {
-			if fj := p.most[ti] * wsum; p.active[ti] && fj > 0 {
+			if fj := most[p.t0+ti] * wsum; active[p.t0+ti] && fj > 0 {
 				p.bound += idf[ti] * fj * (k1 + 1) / (fj + kd)
 			}
 		}
 		p.bound = p.bound / norm * (1 + 1e-9) // above any rounding of a score
 	}
-	slices.SortStableFunc(preps, func(a, b prepared) int { return cmp.Compare(b.bound, a.bound) })
+	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(b.bound, a.bound) })
 	top := &hitHeap{}
 	f := make([]float64, nt)
 	var near []float64 // by term, then ordinal: the weighted counts
-	w1, w2 := q.Near[0], q.Near[1]
-	for _, p := range preps {
+	for _, p := range cands {
 		if prune && top.Len() == q.K && p.bound < (*top)[0].Score {
 			continue // none of its units can rank
 		}
-		span := len(p.lens)
-		// Each term's weighted count at every ordinal, term by term (one
-		// pass over its counts), summed by position as retrieval.BM25
-		// sums (from two before to two after): a zero count adds nothing
-		// to a sum of non-negatives.
+		id, span, act := convs[p.i].ID, p.span, active[p.t0:p.t0+nt]
+		// Each term's weighted count at every ordinal, summed as
+		// retrieval.BM25 sums (from two before to two after): each count
+		// is added to the ordinals it reaches, in ordinal order, so every
+		// sum adds the same products in the same order (a zero count adds
+		// nothing to a sum of non-negatives).
 		if cap(near) < span*nt {
 			near = make([]float64, span*nt)
 		}
 		near = near[:span*nt]
-		for ti := range nt {
-			if !p.active[ti] {
-				continue
-			}
-			own, out := p.own[ti*span:(ti+1)*span], near[ti*span:(ti+1)*span]
-			for d := range span {
-				var v float64
-				if d >= 2 {
-					v += w2 * own[d-2]
-				}
-				if d >= 1 {
-					v += w1 * own[d-1]
-				}
-				v += own[d]
-				if d+1 < span {
-					v += w1 * own[d+1]
-				}
-				if d+2 < span {
-					v += w2 * own[d+2]
-				}
-				out[d] = v
-			}
+		clear(near)
+		c0 := 0
+		if p.t0 > 0 {
+			c0 = toff[p.t0-1]
 		}
+		for ti := range nt {
+			c1 := toff[p.t0+ti]
+			out := near[ti*span : (ti+1)*span]
+			for k := c0; k < c1; k++ {
+				o, f := int(ords[k]), counts[k]
+				for off := -2; off <= 2; off++ {
+					if d := o + off; d >= 0 && d < span {
+						out[d] += weight[off+2] * f
+					}
+				}
+			}
+			c0 = c1
+		}
+		lens, first, reach := lens[p.u0:p.u0+span], first[p.u0:p.u0+span], reach[p.u0:p.u0+span]
 		for d := range span {
-			if !p.reach[d] {
+			if !reach[d] {
 				continue
 			}
 			for ti := range nt {
 				f[ti] = 0
-				if p.active[ti] {
+				if act[ti] {
 					f[ti] = near[ti*span+d]
 				}
 			}
-			l := p.lens[d]
+			l := lens[d]
 			for dist := 1; dist <= 2; dist++ {
 				for _, j := range [2]int{d - dist, d + dist} {
 					if j >= 0 && j < span {
-						l += q.Near[dist-1] * p.lens[j]
+						l += q.Near[dist-1] * lens[j]
 					}
 				}
 			}
@@ -328,11 +251,11 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			if score <= 0 {
 				continue
 			}
-			h := Hit{ID: p.id, Seq: p.first[d], Score: score / norm}
+			h := Hit{ID: id, Seq: first[d], Score: score / norm}
 			if q.Reach > 0 {
-				h.From, h.To = p.first[max(d-q.Reach, 0)], int64(math.MaxInt64)
+				h.From, h.To = first[max(d-q.Reach, 0)], int64(math.MaxInt64)
 				if e := d + q.Reach + 1; e < span {
-					h.To = p.first[e]
+					h.To = first[e]
 				}
 				if h.From == 0 || h.To == 0 {
 					h.From, h.To = 0, 0 // a unit with no entry: no span known
@@ -363,24 +286,128 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 // exhaustive one.
 var prune = true
 
-// scratch holds a search's slabs between searches (scratchPool): memory
-// the next search finds mapped, not fresh pages to fault in.
+// scratch is a search's memory, reused between searches (scratchPool):
+// one conversation's decoded index (fill), reused from conversation to
+// conversation, and the slabs Search keeps of each conversation it may
+// score.
 type scratch struct {
-	lens, own []float64
-	first     []int64
-	reach     []bool
+	units      []unitEntry
+	ps         []posting
+	lens, own  []float64 // by ordinal - Lo; own by term, then ordinal - Lo
+	first      []int64   // first Seq by ordinal - Lo
+	reach, tmp []bool    // any term reaches the unit; one term does
+
+	most, klens, counts []float64
+	active, kreach      []bool
+	toff                []int
+	kfirst              []int64
+	ords                []int32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// maxScratch is the most a pooled scratch keeps (in float64s of own):
-// a search of a huge scope does not pin its slabs.
+// maxScratch is the most a pooled scratch keeps (in entries of its
+// largest slab): a search of a huge scope does not pin its slabs.
 const maxScratch = 4 << 20
 
 func (sc *scratch) put() {
-	if cap(sc.own) <= maxScratch {
+	if max(cap(sc.own), cap(sc.counts), cap(sc.klens)) <= maxScratch {
 		scratchPool.Put(sc)
 	}
+}
+
+// fill decodes conversation c for q into sc (lens, first, own, reach),
+// sets active[t] and most[t] (each term's largest own count there) and,
+// with df not nil, adds to df[t] the units term t reaches. It returns the
+// conversation's span of units (0 for none).
+func (sc *scratch) fill(q Query, c ConvData, weight [5]float64, active []bool, most, df []float64) (int, error) {
+	nt := len(q.Terms)
+	clear(active)
+	clear(most)
+	s := c.State.K[q.Kind]
+	var err error
+	sc.units, err = decodeUnitsInto(c.Units, sc.units[:0])
+	if err != nil {
+		return 0, fmt.Errorf("conversation %q: %w", c.ID, err)
+	}
+	units := sc.units
+	span := int(int64(s.Hi)-int64(s.Lo)) + 1
+	if span > len(units) {
+		// A span is checked against the entries read: a corrupt state
+		// allocates nothing big.
+		return 0, fmt.Errorf("indexkit: conversation %q: %d units in its state, %d unit entries", c.ID, span, len(units))
+	}
+	sc.lens, sc.first = slices.Grow(sc.lens[:0], span)[:span], slices.Grow(sc.first[:0], span)[:span]
+	sc.reach, sc.tmp = slices.Grow(sc.reach[:0], span)[:span], slices.Grow(sc.tmp[:0], span)[:span]
+	sc.own = slices.Grow(sc.own[:0], span*nt)[:span*nt]
+	clear(sc.lens) // reused: zero what this conversation uses
+	clear(sc.first)
+	clear(sc.reach)
+	clear(sc.own)
+	for _, e := range units {
+		o := e.ords[q.Kind]
+		if o < s.Lo || o > s.Hi {
+			continue
+		}
+		sc.lens[o-s.Lo] += float64(e.n)
+		if sc.first[o-s.Lo] == 0 {
+			sc.first[o-s.Lo] = e.seq
+		}
+	}
+	for ti := range nt {
+		if ti >= len(c.Postings) || len(c.Postings[ti]) == 0 {
+			continue
+		}
+		sc.ps, err = decodePostings(c.Postings[ti], sc.ps[:0])
+		if err != nil {
+			return 0, fmt.Errorf("conversation %q, term %q: %w", c.ID, q.Terms[ti], err)
+		}
+		ps := sc.ps
+		own := sc.own[ti*span : (ti+1)*span]
+		found := false
+		// Both in Seq order (a store may read chunk rows in any order:
+		// sorted here if not), one merge maps each posting to its unit.
+		if !slices.IsSortedFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) }) {
+			slices.SortFunc(ps, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) })
+		}
+		j := 0
+		for _, x := range ps {
+			for j < len(units) && units[j].seq < x.seq {
+				j++
+			}
+			if j == len(units) || units[j].seq != x.seq {
+				continue // a posting of a message no longer indexed
+			}
+			o := units[j].ords[q.Kind]
+			if o < s.Lo || o > s.Hi || x.tf <= 0 {
+				continue
+			}
+			own[o-s.Lo] += float64(x.tf)
+			found = true
+		}
+		if !found {
+			continue
+		}
+		active[ti] = true
+		tr := sc.tmp
+		clear(tr)
+		for o, f := range own {
+			if f == 0 {
+				continue
+			}
+			most[ti] = max(most[ti], f)
+			for off := -2; off <= 2; off++ {
+				if d := o + off; d >= 0 && d < span && weight[off+2] > 0 && !tr[d] {
+					tr[d] = true
+					sc.reach[d] = true
+					if df != nil {
+						df[ti]++
+					}
+				}
+			}
+		}
+	}
+	return span, nil
 }
 
 // better orders hits: by score, then newest, then by ID.
