@@ -133,6 +133,22 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 		sc.most, sc.active, sc.toff = most, active, toff
 		sc.klens, sc.kfirst, sc.kreach, sc.ords, sc.counts = lens, first, reach, ords, counts
 	}()
+	// The slabs' sizes at most: each conversation's units (no more than
+	// its unit entries read: a corrupt state allocates nothing big) and
+	// the postings read.
+	nu, np, nc := 0, 0, 0
+	for _, c := range convs {
+		if c.HasPostings() && c.State.Units(q.Kind) > 0 {
+			nu += int(min(c.State.Units(q.Kind), int64(len(c.Units)/unitEntrySize)))
+			nc++
+			for _, p := range c.Postings {
+				np += len(p) / postingEntrySize
+			}
+		}
+	}
+	lens, first, reach = slices.Grow(lens, nu), slices.Grow(first, nu), slices.Grow(reach, nu)
+	ords, counts = slices.Grow(ords, np), slices.Grow(counts, np)
+	most, active, toff = slices.Grow(most, nc*nt), slices.Grow(active, nc*nt), slices.Grow(toff, nc*nt)
 	for i, c := range convs {
 		if !c.HasPostings() || c.State.Units(q.Kind) == 0 {
 			continue
