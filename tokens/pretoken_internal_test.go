@@ -11,6 +11,50 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// cl100kSpace is regexp2's \s (TestPretokenClassesAreRegexp2s).
+const cl100kSpace = `\t\n\v\f\r\x{85}\p{Z}`
+
+// cl100kSplit is cl100kPattern for Go's regexp package (see pretoken.go):
+// what pretokenEnd scans for by hand.
+var cl100kSplit = regexp.MustCompile(`'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]` +
+	`|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^` + cl100kSpace + `\p{L}\p{N}]+[\r\n]*` +
+	`|[` + cl100kSpace + `]*[\r\n]+|[` + cl100kSpace + `]+`)
+
+// regexpEnd is cl100kSplit's match at the start of text.
+func regexpEnd(t *testing.T, text string) int {
+	loc := cl100kSplit.FindStringIndex(text)
+	require.True(t, loc != nil && loc[0] == 0 && loc[1] > 0, "no match at the start of %q", text)
+	return loc[1]
+}
+
+// pretokenEnd matches what Go's regexp matches with cl100kSplit, for every
+// rune in the contexts that decide which alternative takes it, and on
+// random texts.
+func TestPretokenEndIsTheRegexps(t *testing.T) {
+	contexts := []string{"%s", "%sa", "%s1", "%s.", "%s ", "%s\n", " %s", " %sa", "'%s", "a%s", "1%s", "%s%s", "%s%s%s%s", "\n %s", " \n%s"}
+	step := rune(1)
+	if raceEnabled || testing.Short() {
+		step = 17 // every rune's class is still met many times over
+	}
+	for r := rune(0); r <= unicode.MaxRune; r += step {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		c := string(r)
+		for _, f := range contexts {
+			text := strings.ReplaceAll(f, "%s", c)
+			require.Equal(t, regexpEnd(t, text), pretokenEnd(text), "%U in %q", r, f)
+		}
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for range 20000 {
+		text := randomPretokenText(rng, 80)
+		for pos := 0; pos < len(text); pos += pretokenEnd(text[pos:]) {
+			require.Equal(t, regexpEnd(t, text[pos:]), pretokenEnd(text[pos:]), "at %d of %q", pos, text)
+		}
+	}
+}
+
 // The classes countOrdinary's pattern spells out are regexp2's, on every
 // rune: its \s (unicode.IsSpace) is [\t\n\v\f\r\x85\p{Z}], and no rune but
 // the ASCII capitals lowers to a contraction's letters (regexp2's (?i)
