@@ -304,6 +304,14 @@ func DecodeMessage(data []byte) (llms.ChatMessage, error) {
 // Decode decodes a stored value into its message and its time (zero when
 // the value has none).
 func Decode(data []byte) (llms.ChatMessage, time.Time, error) {
+	if msg, at, ok := decodeCommon(data); ok {
+		return msg, at, nil
+	}
+	return decodeJSON(data)
+}
+
+// decodeJSON is Decode with encoding/json, for any value.
+func decodeJSON(data []byte) (llms.ChatMessage, time.Time, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, time.Time{}, fmt.Errorf("%w: empty value", ErrCorrupt)
 	}
