@@ -12,6 +12,7 @@ import (
 	"github.com/tmc/langchaingo/schema"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/internal/savememo"
 	"github.com/memstack/memstack/store"
 )
 
@@ -130,7 +131,8 @@ func describeStore(s store.Store) string {
 // saveContext returns ctx with the save key that makes every child's
 // save of one turn the same save (memstack.WithSaveKey): the caller's,
 // else a fresh random one. Children that share a store then store the
-// turn there once. The time is left as the caller gave it: without
+// turn there once (and the others wait for it: one store call, not one
+// per child). The time is left as the caller gave it: without
 // memstack.WithTime each child dates its messages as it would alone (now,
 // or a Facts memory's WithClock), and on a shared store the child that
 // stores the turn first dates it.
@@ -140,5 +142,7 @@ func saveContext(ctx context.Context) context.Context {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
 		ctx = memstack.WithSaveKey(ctx, "cm-"+hex.EncodeToString(b[:]))
 	}
-	return ctx
+	// Children on one store store the turn once, in one transaction: the
+	// first to store it does, the others wait for it (package savememo).
+	return savememo.With(ctx)
 }

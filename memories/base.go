@@ -12,6 +12,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
 	"github.com/memstack/memstack/internal/conv"
+	"github.com/memstack/memstack/internal/savememo"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -121,7 +122,36 @@ func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...ll
 	at := storekit.AppendTime(ctx)
 	sctx := memstack.WithTime(ctx, at)
 	if key, ok := memstack.SaveKeyFrom(ctx); ok {
-		sctx = store.WithAppendKey(sctx, appendKeyFor(key, msgs))
+		apkey := appendKeyFor(key, msgs)
+		sctx = store.WithAppendKey(sctx, apkey)
+		// In a combined save, another layer on the same store may be
+		// storing these very messages: the first stores them, the others
+		// wait and store nothing; after a failure the next one tries (see
+		// package savememo).
+		memo := savememo.From(ctx)
+		for {
+			e, first := memo.Claim(b.cfg.store, id.Key(), apkey)
+			if first {
+				err := func() (err error) {
+					ok := false
+					defer func() { e.Finish(ok, at) }() // also when Append panics
+					err = b.cfg.store.Append(sctx, id, msgs...)
+					ok = err == nil
+					return err
+				}()
+				if err != nil {
+					return at, fmt.Errorf("memstack: storing messages: %w", err)
+				}
+				return at, nil
+			}
+			stored, sat, err := e.Wait(ctx)
+			if err != nil {
+				return at, fmt.Errorf("memstack: storing messages: %w", err)
+			}
+			if stored {
+				return sat, nil
+			}
+		}
 	}
 	if err := b.cfg.store.Append(sctx, id, msgs...); err != nil {
 		return at, fmt.Errorf("memstack: storing messages: %w", err)
