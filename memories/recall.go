@@ -159,10 +159,12 @@ type RecallEvent struct {
 // units are known from its tail, and of each conversation with hits it
 // reads only the units around them (store.RangeReader: one read for all),
 // so its cost follows what it shows, not the user's history, and a
-// process's memory does not grow with the users it has served (a
-// conversation-scoped Recall still keeps the conversation's units, and a
+// process's memory does not grow with the users it has served. A
+// conversation-scoped Recall loads the same way, over a scope of its one
+// conversation: its first load of a long conversation reads the tail and
+// the hits' stretches, with as many neighbours as WithNeighbours asks. A
 // question naming a date reads the conversations of that date's units
-// whole). The store ranks as
+// whole (the store's day index gives no stretch). The store ranks as
 // the default index does (the same tokenizer, BM25 and neighbour
 // weights; over a user's conversations a unit's neighbours are those of
 // its own conversation), and answers dated questions from its own day

@@ -245,9 +245,10 @@ type Query struct {
 	// cost is what the date holds, not the history).
 	Date *Day
 	// Reach is how many units on either side of a hit the selection may
-	// show (its neighbours, a partner): a scoped load over the store's
-	// index reads that many around each hit of another conversation (at
-	// most recallViewReach; 0 is recallViewReach).
+	// show (its neighbours, a partner): a load over the store's index
+	// reads that many around each hit (Engine.viewReach: at most
+	// recallViewReach in a scope wider than the conversation; 0 is
+	// recallViewReach).
 	Reach int
 }
 
@@ -270,6 +271,10 @@ type View struct {
 	excl  []bool
 	first int
 	cur   identity
+	// single: a conversation's view built as a scoped one (over the
+	// store's index: the stretches around its hits), which spans one
+	// conversation only.
+	single bool
 }
 
 // Recent reports whether unit i is one of the current conversation's
@@ -288,7 +293,7 @@ func (v View) SameRun(i, j int) bool { return v.src == nil || v.src[i] == v.src[
 // Conversation returns the conversation of unit i, and whether the view
 // spans conversations at all.
 func (v View) Conversation(i int) (memstack.Identity, bool) {
-	if v.src == nil {
+	if v.src == nil || v.single {
 		return v.cur, false
 	}
 	return v.ids[v.src[i]], true

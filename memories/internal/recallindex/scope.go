@@ -997,12 +997,19 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 	// found (recallViewReach on either side: the neighbours and partners
 	// a selection may show), one run per stretch of them: a load reads and
 	// copies what it may show, not the conversations.
-	v = View{cur: id}
+	v = View{cur: id, single: !x.scoped()}
 	if len(hits) > 0 {
 		v.Top = hits[0].Score // also a unit gone: see View.Top
 	}
-	// At most 2·recallViewReach+1 units around each unit found.
-	most := (2*recallViewReach + 1) * len(owners)
+	// Each unit found with reach units on either side: recallViewReach
+	// (the store read no more than the search's reach of another
+	// conversation), or in a conversation as many as the selection shows.
+	reach := recallViewReach
+	if !x.scoped() {
+		reach = x.viewReach(q.Reach)
+	}
+	// At most 2·reach+1 units around each unit found.
+	most := (2*reach + 1) * len(owners)
 	v.Units, v.src, v.excl = make([]Unit, 0, most), make([]int, 0, most), make([]bool, 0, most)
 	at := make(map[recallUnitKey]int, most)
 	gone := map[identity][]int64{}
@@ -1040,9 +1047,9 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 			}
 			slices.Sort(pos)
 			for k := 0; k < len(pos); {
-				lo, hi := max(pos[k]-recallViewReach, 0), min(pos[k]+recallViewReach, len(exs)-1)
-				for k++; k < len(pos) && pos[k]-recallViewReach <= hi+1; k++ {
-					hi = min(pos[k]+recallViewReach, len(exs)-1)
+				lo, hi := max(pos[k]-reach, 0), min(pos[k]+reach, len(exs)-1)
+				for k++; k < len(pos) && pos[k]-reach <= hi+1; k++ {
+					hi = min(pos[k]+reach, len(exs)-1)
 				}
 				for i := lo; i <= hi; i++ {
 					at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
@@ -1122,5 +1129,6 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 // recallViewReach is how many units on either side of a hit a scoped
 // load's view holds: the neighbours (WithNeighbours, 1 under a budget) and
 // partners a selection may show. A WithNeighbours above it shows at most
-// this many around a hit of a scoped load.
+// this many around a hit of a scoped load (a conversation's load shows as
+// many as asked: Engine.viewReach).
 const recallViewReach = 2

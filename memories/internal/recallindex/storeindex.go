@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,16 +20,18 @@ import (
 // transaction, so an Engine over it indexes nothing in process: a save
 // only stores, and a load asks the store, which every replica shares —
 // a process's first load of a user costs a search of the database, not a
-// read of the user's history. A conversation-scoped load still reads the
-// conversation's units (incrementally, as for the in-process index) for
-// the recent window and the view. A scoped load keeps nothing per
+// read of the user's history. A load, in every scope, keeps nothing per
 // conversation: the current conversation's recent units are known from
 // its tail (recentFrom), and of every conversation with hits, the current
-// one included, it reads only the stretches around them: the store gives each hit's span
-// (indexkit.Query.Reach, recallViewReach units on either side), and a
-// store.RangeReader reads them all in one call, keeping nothing in
+// one included, it reads only the stretches around them: the store gives
+// each hit's span (indexkit.Query.Reach: viewReach units on either side),
+// and a store.RangeReader reads them all in one call, keeping nothing in
 // process (readOthers); a store that cannot, or a unit brought by its
-// date (which has no span), has the conversation read whole.
+// date (which has no span), has the conversation read whole. A
+// conversation-scoped load is the same load over a scope of one
+// conversation: its first load costs its hits' stretches and its tail,
+// not the conversation, and its view names no other conversation
+// (View.Conversation).
 //
 // Until the store has answered once (its index off, or a database still
 // indexing its older messages: store.ErrRecallNotReady) the Engine works
@@ -74,22 +75,12 @@ func (x *Engine) storeSearching(ctx context.Context, id identity) bool {
 // conversation, user or tenant) for query, with the timeout, reported as
 // a search.
 func (x *Engine) searchStore(ctx context.Context, id identity, query string, k, reach int) ([]store.RecallHit, error) {
-	in := store.RecallScope{Scope: x.storeScope(id)}
-	if !x.scoped() {
-		in.Conversation = &id
-	}
 	ictx, cancel := x.indexCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	q := indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k}
-	if x.scoped() {
-		// The stretch a view shows of each hit's conversation.
-		q.Reach = recallViewReach
-		if reach > 0 {
-			q.Reach = min(reach, recallViewReach)
-		}
-	}
-	hits, err := x.searcher.SearchRecall(ictx, in, q)
+	// Each hit's stretch of its conversation, that the view may show.
+	q := indexkit.Query{Terms: indexkit.QueryTerms(query), Kind: x.kind(), Near: x.cfg.Near, K: k, Reach: x.viewReach(reach)}
+	hits, err := x.searcher.SearchRecall(ictx, x.recallScope(id), q)
 	if errors.Is(err, store.ErrRecallNotReady) {
 		return nil, err // not a failure: the caller searches in process
 	}
@@ -105,44 +96,12 @@ func (x *Engine) loadFromStore(ctx context.Context, id identity, q Query) (_ Vie
 	if !x.storeSearching(ctx, id) {
 		return View{}, false, nil
 	}
-	if x.scoped() {
-		v, err := x.storeScopedLoad(ctx, id, q)
-		return v, true, err
-	}
-	e := x.acquire(id)
-	defer x.release(e)
-	e.mu.Lock()
-	if _, err := x.refreshExchanges(ctx, id, e, nil); err != nil {
-		e.mu.Unlock()
-		if cerr := ctx.Err(); cerr != nil {
-			return View{}, true, fmt.Errorf("memstack: %w", cerr)
-		}
-		if errors.As(err, new(recallResetError)) {
-			return View{}, true, nil
-		}
-		return View{}, true, err
-	}
-	e.ready, e.seen = true, e.exsStat.LastSeq // nothing to index here
-	exs := e.exs
-	first := firstRecent(exs, q.Exclude)
-	var days []int // the conversation's units of q's date
-	if q.Date != nil {
-		e.indexDays()
-		e.days.each(*q.Date, func(seq int64) {
-			if i, ok := unitAt(exs, seq); ok && q.Date.Matches(exs[i].at) {
-				days = append(days, i)
-			}
-		})
-		slices.Sort(days)
-		days = slices.Compact(days)
-	}
-	e.mu.Unlock()
-	v, err := x.storeConversationView(ctx, id, exs, first, q, days)
+	v, err := x.storeScopedLoad(ctx, id, q)
 	return v, true, err
 }
 
-// storeScopedLoad is loadFromStore for a scope wider than the
-// conversation. It keeps nothing in process: the current conversation's
+// storeScopedLoad is loadFromStore, for every scope (the conversation's
+// too: its search is the conversation's). It keeps nothing in process: the current conversation's
 // recent units are known from its tail (recentFrom), and of every
 // conversation with hits, the current one included, the load reads the
 // stretches around them (see readOthers).
@@ -159,7 +118,7 @@ func (x *Engine) storeScopedLoad(ctx context.Context, id identity, q Query) (Vie
 		first, last := q.Date.keys()
 		dctx, cancel := x.indexCtx(ctx)
 		start := time.Now()
-		dated, err = x.searcher.RecallDated(dctx, store.RecallScope{Scope: x.storeScope(id)}, x.kind(), first, last)
+		dated, err = x.searcher.RecallDated(dctx, x.recallScope(id), x.kind(), first, last)
 		cancel()
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
@@ -223,42 +182,6 @@ func (x *Engine) recentFrom(ctx context.Context, id identity, n int) (int64, int
 	}
 }
 
-// storeConversationView is a conversation's View from the store's hits.
-func (x *Engine) storeConversationView(ctx context.Context, id identity, exs []Unit, first int, q Query, days []int) (View, error) {
-	v := View{Units: exs, first: first, cur: id, Dated: days}
-	if first == 0 {
-		return View{}, nil // every unit is a recent one
-	}
-	if strings.TrimSpace(q.Text) == "" {
-		return v, nil
-	}
-	// A unit saved after the units were read (by any replica) is not
-	// among them: ask again for more while such hits crowd out those
-	// wanted.
-	want := min(len(exs), q.Want+len(exs)-first)
-	for ask := want; ; ask *= 4 {
-		hits, err := x.searchStore(ctx, id, q.Text, ask, 0)
-		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return View{}, fmt.Errorf("memstack: %w", cerr)
-			}
-			return v, nil // reported: the view without hits
-		}
-		v.Hits, v.Top = v.Hits[:0], 0
-		if len(hits) > 0 {
-			v.Top = hits[0].Score
-		}
-		for _, h := range hits {
-			if i, ok := unitAt(exs, h.Seq); ok {
-				v.Hits = append(v.Hits, retrieval.Hit{Seq: int64(i), Score: h.Score})
-			}
-		}
-		if len(hits) < ask || ask >= maxSearch || len(v.Hits) >= want {
-			return v, nil
-		}
-	}
-}
-
 // storeScopedView is scopedView over the store's hits: each hit names its
 // conversation and unit, so no in-process bookkeeping is needed; dated
 // are the scope's units of q's date, as the store files them.
@@ -302,6 +225,31 @@ func (x *Engine) storeScopedView(ctx context.Context, id identity, recentFrom in
 		dated = append(dated, doc)
 	}
 	return x.viewOf(ctx, id, current{ranged: true, from: recentFrom}, q, ask, hits, owners, dated, 0, false)
+}
+
+// recallScope is what a search of id's scope searches: its
+// conversation, or the user's or the tenant's conversations.
+func (x *Engine) recallScope(id identity) store.RecallScope {
+	in := store.RecallScope{Scope: x.storeScope(id)}
+	if !x.scoped() {
+		in.Conversation = &id
+	}
+	return in
+}
+
+// viewReach is how many units on either side of a hit a load's view
+// holds for a selection that shows reach of them (0: recallViewReach):
+// at most recallViewReach in a scope wider than the conversation, as
+// many as asked, and at least recallViewReach, in a conversation.
+func (x *Engine) viewReach(reach int) int {
+	switch {
+	case reach <= 0:
+		return recallViewReach
+	case x.scoped():
+		return min(reach, recallViewReach)
+	default:
+		return max(reach, recallViewReach)
+	}
 }
 
 // kind is the unit the Engine indexes, as indexkit names it.
