@@ -9,10 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack/internal/conv"
+	"github.com/memstack/memstack/internal/textkey"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/tokens"
@@ -141,17 +141,14 @@ type budget struct {
 	priorities []int // one per child; higher is kept longer
 	counter    tokens.Counter
 	hook       func(context.Context, Trim)
-	counts     *lru.Cache[string, int] // token counts of item texts
+	counts     *textkey.Counts // token counts of item texts, by their keys (the cache holds no text)
 }
 
-// tokenCacheSize is how many item texts a budget keeps token counts for,
-// and maxCachedText the longest text it caches (longer ones are counted
-// every time, which their counting dominates anyway; the cap bounds the
-// memory the cache holds).
-const (
-	tokenCacheSize = 8192
-	maxCachedText  = 4096
-)
+// tokenCacheSize is how many item texts a budget keeps token counts for.
+// The cache is keyed by the texts' keys (package textkey), not the texts:
+// an entry costs the same for a long text as for a short one, and the
+// cache keeps no text alive.
+const tokenCacheSize = 8192
 
 func newBudget(cfg *budgetConfig, children int) (*budget, error) {
 	b := &budget{n: cfg.n, counter: cfg.counter, hook: cfg.hook}
@@ -174,7 +171,7 @@ func newBudget(cfg *budgetConfig, children int) (*budget, error) {
 		b.counter, b.counts = c, defaultCounts()
 		return b, nil
 	}
-	b.counts, _ = lru.New[string, int](tokenCacheSize)
+	b.counts = textkey.NewCounts(tokenCacheSize)
 	return b, nil
 }
 
@@ -182,12 +179,11 @@ func newBudget(cfg *budgetConfig, children int) (*budget, error) {
 // the default counter (cl100k): a text's count depends on nothing else,
 // so the stacks of a process — one per user or per conversation, say —
 // share one cache, whose size is bounded for the process
-// (tokenCacheSize texts of at most maxCachedText bytes), not per stack,
+// (tokenCacheSize entries of a few dozen bytes), not per stack,
 // and a text one stack counted is not counted again by another. A budget
 // with a counter of its own (WithTokenCounter) keeps a cache of its own.
-var defaultCounts = sync.OnceValue(func() *lru.Cache[string, int] {
-	c, _ := lru.New[string, int](tokenCacheSize)
-	return c
+var defaultCounts = sync.OnceValue(func() *textkey.Counts {
+	return textkey.NewCounts(tokenCacheSize)
 })
 
 // maxCount caps every count the budget uses: a counter may answer up to
@@ -209,17 +205,15 @@ func (b *budget) count(text string) (int, error) {
 	if text == "" {
 		return 0, nil
 	}
-	if len(text) > maxCachedText {
-		return b.countNow(text)
-	}
-	if n, ok := b.counts.Get(text); ok {
+	k := textkey.Of(text)
+	if n, ok := b.counts.Get(k); ok {
 		return n, nil
 	}
 	n, err := b.countNow(text)
 	if err != nil {
 		return 0, err
 	}
-	b.counts.Add(text, n)
+	b.counts.Add(k, n)
 	return n, nil
 }
 
@@ -238,7 +232,10 @@ func (b *budget) countAll(texts []string) ([]int, error) {
 	var todo []int
 	size := 0
 	for i, t := range texts {
-		if n, ok := b.counts.Get(t); ok || t == "" {
+		if t == "" {
+			continue
+		}
+		if n, ok := b.counts.Get(textkey.Of(t)); ok {
 			out[i] = n
 			continue
 		}

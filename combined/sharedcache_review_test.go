@@ -19,7 +19,7 @@ import (
 // TestReview3_SharedCountCacheConcurrent: many stacks with the default
 // counter, loaded at once (run with -race), trim exactly as the same
 // stacks with a counter of their own (own caches), with texts over
-// maxCachedText and more texts than the cache holds.
+// more than 4 KiB and more texts than the cache holds.
 func TestReview3_SharedCountCacheConcurrent(t *testing.T) {
 	ctx := context.Background()
 	cl, err := tokens.CL100K()

@@ -18,8 +18,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/pkoukk/tiktoken-go"
+
+	"github.com/memstack/memstack/internal/textkey"
 )
 
 // Counter counts the tokens of a text. Implementations must be safe for
@@ -91,13 +92,13 @@ func CL100K() (Counter, error) {
 	if cl100kErr != nil {
 		return nil, fmt.Errorf("tokens: loading cl100k_base: %w", cl100kErr)
 	}
-	cl100kLinesOnce.Do(func() { cl100kLines, _ = lru.New[string, int](lineCacheSize) })
+	cl100kLinesOnce.Do(func() { cl100kLines = textkey.NewCounts(lineCacheSize) })
 	return tiktokenCounter{cl100k, cl100kLines, cl100kRanksMap}, nil
 }
 
 var (
 	cl100kLinesOnce sync.Once
-	cl100kLines     *lru.Cache[string, int]
+	cl100kLines     *textkey.Counts
 )
 
 // Counting a long text line by line: see tiktokenCounter.CountTokens.
@@ -108,8 +109,8 @@ const (
 
 type tiktokenCounter struct {
 	t     *tiktoken.Tiktoken
-	lines *lru.Cache[string, int]
-	ranks map[string]int // the encoder's BPE ranks (see countOrdinary)
+	lines *textkey.Counts // by the piece's key: the cache holds no text (a piece is a slice of a larger text)
+	ranks map[string]int  // the encoder's BPE ranks (see countOrdinary)
 }
 
 // CountTokens counts ordinary tokens: special-token text such as
@@ -271,10 +272,11 @@ func (c tiktokenCounter) countPiece(p string) int {
 	if len(p) > maxCachedLine {
 		return c.countOrdinary(p)
 	}
-	if n, ok := c.lines.Get(p); ok {
+	k := textkey.Of(p)
+	if n, ok := c.lines.Get(k); ok {
 		return n
 	}
 	n := c.countOrdinary(p)
-	c.lines.Add(p, n)
+	c.lines.Add(k, n)
 	return n
 }
