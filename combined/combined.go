@@ -163,6 +163,7 @@ type Memory struct {
 	layers   []string     // layer names, one per child
 	sink     observe.Sink // nil: not observed
 	budget   *budget      // nil: no budget
+	shared   bool         // two children use one store (checkShared): they share store calls (package stackmemo)
 }
 
 var (
@@ -338,7 +339,8 @@ func (m *Memory) SaveContext(ctx context.Context, inputs, outputs map[string]any
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	ctx = saveContext(ctx)
+	ctx, done := m.saveContext(ctx)
+	defer done()
 	reports := m.newReports()
 	err := m.each(ctx, observe.OpSave, nil, reports, func(ctx context.Context, _ int, c schema.Memory) error {
 		return c.SaveContext(ctx, inputs, outputs)
@@ -355,6 +357,10 @@ func (m *Memory) LoadMemoryVariables(ctx context.Context, inputs map[string]any)
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
+	// Children reading the same tail of one store read it once (package
+	// stackmemo).
+	ctx, done := m.loadContext(ctx)
+	defer done()
 	if m.budget != nil {
 		return m.loadBudgeted(ctx, inputs)
 	}
@@ -428,7 +434,8 @@ func (m *Memory) AddMessage(ctx context.Context, msg llms.ChatMessage) error {
 	if takers == 0 {
 		return ErrNoMessageTaker
 	}
-	ctx = saveContext(ctx)
+	ctx, done := m.saveContext(ctx)
+	defer done()
 	reports := m.newReports()
 	err := m.each(ctx, observe.OpAdd, notTaker, reports, func(ctx context.Context, _ int, c schema.Memory) error {
 		return c.(MessageAdder).AddMessage(ctx, msg)

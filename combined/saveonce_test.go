@@ -3,9 +3,11 @@ package combined_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/schema"
@@ -24,6 +26,8 @@ type countingStore struct {
 	appends int
 	fail    int
 	panics  bool // the failing calls panic
+
+	tails, failTails int // Tail calls, and how many of the first fail
 }
 
 func (s *countingStore) Append(ctx context.Context, id memstack.Identity, msgs ...llms.ChatMessage) error {
@@ -95,6 +99,73 @@ func TestLayersOnOneStoreStoreATurnWithOneCall(t *testing.T) {
 				return
 			}
 			require.Equal(t, []llms.ChatMessage{llms.HumanChatMessage{Content: "the launch is on the 14th"}, llms.AIChatMessage{Content: "noted"}}, msgs)
+		})
+	}
+}
+
+func (s *countingStore) Tail(ctx context.Context, id memstack.Identity, n int, after int64) ([]store.Record, error) {
+	s.mu.Lock()
+	s.tails++
+	failing := s.tails <= s.failTails
+	s.mu.Unlock()
+	if failing {
+		return nil, errors.New("the replica went away")
+	}
+	return s.Store.Tail(ctx, id, n, after)
+}
+
+// Layers sharing a store read the tail they both need with one store call
+// in a combined load, and load what they load alone; a failed read is
+// not shared (the other layer reads again). Layers on stores of their own
+// make their own calls.
+func TestLayersOnOneStoreReadATailWithOneCall(t *testing.T) {
+	id := memstack.Identity{User: "u", Conversation: "c"}
+	ctx := memstack.WithIdentity(context.Background(), id)
+	for _, tc := range []struct {
+		name      string
+		failTails int
+		shared    bool
+		wantTails int
+		wantErr   bool
+	}{
+		{"one call", 0, true, 1, false},
+		{"the first call fails", 1, true, 2, true},
+		{"stores of their own", 0, false, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &countingStore{Store: store.NewInMemory()}
+			b := a
+			if !tc.shared {
+				b = &countingStore{Store: store.NewInMemory()}
+			}
+			for _, cs := range []*countingStore{a, b} {
+				for i := range 10 {
+					require.NoError(t, cs.Store.Append(ctx, id, llms.HumanChatMessage{Content: fmt.Sprint("question ", i)}, llms.AIChatMessage{Content: fmt.Sprint("answer ", i)}))
+				}
+			}
+			first, err := memories.NewRecentN(6, memories.WithStore(a), memories.WithMemoryKey("first"))
+			require.NoError(t, err)
+			second, err := memories.NewRecentN(6, memories.WithStore(b), memories.WithMemoryKey("second"))
+			require.NoError(t, err)
+			mem, err := combined.New([]schema.Memory{first, second})
+			require.NoError(t, err)
+			alone, err := first.LoadMemoryVariables(ctx, nil)
+			require.NoError(t, err)
+			a.tails, b.tails = 0, 0
+			a.failTails = tc.failTails
+			vars, err := mem.LoadMemoryVariables(ctx, nil)
+			if tc.wantErr {
+				require.ErrorContains(t, err, "the replica went away")
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, alone["first"], vars["first"])
+				assert.Equal(t, alone["first"], vars["second"])
+			}
+			tails := a.tails
+			if !tc.shared {
+				tails += b.tails
+			}
+			assert.Equal(t, tc.wantTails, tails)
 		})
 	}
 }

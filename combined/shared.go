@@ -12,7 +12,7 @@ import (
 	"github.com/tmc/langchaingo/schema"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/internal/savememo"
+	"github.com/memstack/memstack/internal/stackmemo"
 	"github.com/memstack/memstack/store"
 )
 
@@ -85,6 +85,7 @@ func (m *Memory) checkShared() error {
 			if x == y || a.child == b.child || !sameStore(a.Store, b.Store) {
 				continue
 			}
+			m.shared = true
 			if a.Foreign {
 				return fmt.Errorf("%w: %s keeps its messages in the store it shares with %s (%s) through store.AsHistory: "+
 					"it stores every turn again and may remove messages the other reads; give it a store (or a namespace) of its own",
@@ -131,18 +132,30 @@ func describeStore(s store.Store) string {
 // saveContext returns ctx with the save key that makes every child's
 // save of one turn the same save (memstack.WithSaveKey): the caller's,
 // else a fresh random one. Children that share a store then store the
-// turn there once (and the others wait for it: one store call, not one
-// per child). The time is left as the caller gave it: without
+// turn there once (when children share a store, the others wait for the
+// first: one store call, not one per child; package stackmemo), and the
+// function to call when the save returns. The time is left as the caller gave it: without
 // memstack.WithTime each child dates its messages as it would alone (now,
 // or a Facts memory's WithClock), and on a shared store the child that
 // stores the turn first dates it.
-func saveContext(ctx context.Context) context.Context {
+func (m *Memory) saveContext(ctx context.Context) (context.Context, func()) {
 	if _, ok := memstack.SaveKeyFrom(ctx); !ok {
 		var b [16]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
 		ctx = memstack.WithSaveKey(ctx, "cm-"+hex.EncodeToString(b[:]))
 	}
-	// Children on one store store the turn once, in one transaction: the
-	// first to store it does, the others wait for it (package savememo).
-	return savememo.With(ctx)
+	if !m.shared {
+		return ctx, func() {}
+	}
+	return stackmemo.WithSave(ctx)
+}
+
+// loadContext returns ctx with a load's memo when children share a store
+// (they read a tail they share once; package stackmemo), and the function
+// to call when the load returns.
+func (m *Memory) loadContext(ctx context.Context) (context.Context, func()) {
+	if !m.shared {
+		return ctx, func() {}
+	}
+	return stackmemo.WithLoad(ctx)
 }

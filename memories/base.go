@@ -12,7 +12,7 @@ import (
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapter"
 	"github.com/memstack/memstack/internal/conv"
-	"github.com/memstack/memstack/internal/savememo"
+	"github.com/memstack/memstack/internal/stackmemo"
 	"github.com/memstack/memstack/layer"
 	"github.com/memstack/memstack/observe"
 	"github.com/memstack/memstack/store"
@@ -127,8 +127,8 @@ func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...ll
 		// In a combined save, another layer on the same store may be
 		// storing these very messages: the first stores them, the others
 		// wait and store nothing; after a failure the next one tries (see
-		// package savememo).
-		memo := savememo.From(ctx)
+		// package stackmemo).
+		memo := stackmemo.From(ctx)
 		for {
 			e, first := memo.Claim(b.cfg.store, id.Key(), apkey)
 			if first {

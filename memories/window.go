@@ -7,6 +7,7 @@ import (
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/internal/conv"
+	"github.com/memstack/memstack/internal/stackmemo"
 	"github.com/memstack/memstack/store"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -116,7 +117,7 @@ const firstRead = 8
 // which deciding the window needs.
 func loadWindow(ctx context.Context, s store.Store, id memstack.Identity, k int, pick func([]store.Record) windowed) (windowed, error) {
 	for {
-		recs, err := s.Tail(ctx, id, k, 0)
+		recs, err := stackmemo.Tail(ctx, s, id, k, 0) // shared with a sibling layer's identical read
 		if err != nil {
 			return windowed{}, fmt.Errorf("memstack: loading history: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/memstack/memstack/internal/conv"
+	"github.com/memstack/memstack/internal/stackmemo"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
@@ -159,7 +160,7 @@ func (x *Engine) recentFrom(ctx context.Context, id identity, n int) (int64, int
 		if extra > math.MaxInt/8 || read < n {
 			read = math.MaxInt
 		}
-		recs, err := x.cfg.Store.Tail(ctx, id, read, 0)
+		recs, err := stackmemo.Tail(ctx, x.cfg.Store, id, read, 0) // shared with a RecentN's identical read
 		if err != nil {
 			return 0, 0, fmt.Errorf("memstack: loading history: %w", err)
 		}
