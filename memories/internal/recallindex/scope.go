@@ -92,12 +92,6 @@ type scopeConv struct {
 	docs map[int64]int64 // unit (its first Seq) → doc ID
 }
 
-// recallUnitKey names a unit: its conversation and its first Seq.
-type recallUnitKey struct {
-	id  identity
-	seq int64
-}
-
 // recallOwner is the unit a doc ID stands for, and its time.
 type recallOwner struct {
 	conv *scopeConv
@@ -1011,7 +1005,17 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 	// At most 2·reach+1 units around each unit found.
 	most := (2*reach + 1) * len(owners)
 	v.Units, v.src, v.excl = make([]Unit, 0, most), make([]int, 0, most), make([]bool, 0, most)
-	at := make(map[recallUnitKey]int, most)
+	// Where each unit found is in v.Units, by its conversation's index in
+	// convs and its Seq.
+	type unitPos struct {
+		conv int
+		seq  int64
+	}
+	at := make(map[unitPos]int, len(owners))
+	convAt := make(map[identity]int, len(convs))
+	for ci, cid := range convs {
+		convAt[cid] = ci
+	}
 	gone := map[identity][]int64{}
 	spans := map[identity][]store.SeqRange{}
 	for _, o := range owners {
@@ -1046,13 +1050,19 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 				}
 			}
 			slices.Sort(pos)
+			p := 0 // the next of pos to note in at
 			for k := 0; k < len(pos); {
 				lo, hi := max(pos[k]-reach, 0), min(pos[k]+reach, len(exs)-1)
 				for k++; k < len(pos) && pos[k]-reach <= hi+1; k++ {
 					hi = min(pos[k]+reach, len(exs)-1)
 				}
 				for i := lo; i <= hi; i++ {
-					at[recallUnitKey{cid, exs[i].seq}] = len(v.Units)
+					for p < len(pos) && pos[p] < i {
+						p++
+					}
+					if p < len(pos) && pos[p] == i {
+						at[unitPos{ci, exs[i].seq}] = len(v.Units)
+					}
 					v.Units = append(v.Units, exs[i])
 					v.src = append(v.src, len(v.ids))
 					v.excl = append(v.excl, cid == id && c.recent(i, exs[i]))
@@ -1076,7 +1086,7 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 		if !ok {
 			return 0, false
 		}
-		i, ok := at[recallUnitKey{o.id(), o.seq}]
+		i, ok := at[unitPos{convAt[o.id()], o.seq}]
 		return i, ok
 	}
 	for _, h := range hits {
