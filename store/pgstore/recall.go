@@ -184,11 +184,15 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		// the primary key), then the unit entries of the conversations
 		// they name: one statement, so one snapshot, and the postings
 		// are read once (term is NULL on a unit row). Rows come in any
-		// order: indexkit.Search orders each conversation's chunks.
+		// order: indexkit.Search orders each conversation's chunks. The
+		// unit rows are looked up by key from an array of the
+		// conversations found (not a join, which a generic plan of a
+		// cached statement may answer with a scan of the whole units
+		// table, estimating a hundred conversations).
 		terms := " AND term = ANY(" + next(1) + "::text[])"
 		r.searchRows[l] = "WITH t AS MATERIALIZED (SELECT term, id_hash, data FROM " + r.terms + " WHERE " + w + terms + ")" +
 			" SELECT term, id_hash, data FROM t UNION ALL SELECT NULL, u.id_hash, u.data FROM " + r.units + " u" +
-			" WHERE u.ns = $1 AND u.id_hash IN (SELECT DISTINCT id_hash FROM t)"
+			" WHERE u.ns = $1 AND u.id_hash = ANY(ARRAY(SELECT DISTINCT id_hash FROM t))"
 		r.dated[l] = "SELECT c.id_key, d.data FROM " + r.days + " d JOIN " + r.conv + " c ON c.id_hash = d.id_hash AND c.ns = d.ns WHERE " +
 			strings.NewReplacer("ns =", "d.ns =", "scope_t", "d.scope_t", "scope_u", "d.scope_u", "id_hash", "d.id_hash").Replace(w) +
 			" AND d.day >= " + next(1) + " AND d.day <= " + next(2)
