@@ -141,10 +141,11 @@ func (e *Entry) Wait(ctx context.Context) (stored bool, at time.Time, err error)
 	}
 }
 
-// comparable reports whether store can be a map key (a comparable
-// dynamic type).
+// comparable reports whether store can be a map key: its value, not only
+// its type, must be comparable (a struct type with an interface field is
+// comparable, but hashing one that holds a slice or a map panics).
 func comparable(store any) bool {
-	return store != nil && reflect.TypeOf(store).Comparable()
+	return store != nil && reflect.ValueOf(store).Comparable()
 }
 
 type tailKey struct {

@@ -270,8 +270,8 @@ func Search(q Query, convs []ConvData) ([]Hit, error) {
 			h := Hit{ID: id, Seq: first[d], Score: score / norm}
 			if q.Reach > 0 {
 				h.From, h.To = first[max(d-q.Reach, 0)], int64(math.MaxInt64)
-				if e := d + q.Reach + 1; e < span {
-					h.To = first[e]
+				if q.Reach < span-1-d { // d+q.Reach+1 < span, without overflow
+					h.To = first[d+q.Reach+1]
 				}
 				if h.From == 0 || h.To == 0 {
 					h.From, h.To = 0, 0 // a unit with no entry: no span known

@@ -1002,8 +1002,10 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 	if !x.scoped() {
 		reach = x.viewReach(q.Reach)
 	}
-	// At most 2·reach+1 units around each unit found.
-	most := (2*reach + 1) * len(owners)
+	// At most 2·reach+1 units around each unit found: a capacity hint
+	// only, bounded (a conversation's reach is WithNeighbours', which may
+	// be any size: the view holds no more than was read).
+	most := (2*min(reach, recallViewReach) + 1) * len(owners)
 	v.Units, v.src, v.excl = make([]Unit, 0, most), make([]int, 0, most), make([]bool, 0, most)
 	// Where each unit found is in v.Units, by its conversation's index in
 	// convs and its Seq.
@@ -1036,6 +1038,12 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 		segs := [][]Unit{c.units}
 		if cid != id || c.ranged {
 			if oerrs[ci] != nil {
+				if cid == id && !x.scoped() {
+					// A conversation's own load fails when its
+					// conversation cannot be read, as over the
+					// in-process index.
+					return View{}, false, oerrs[ci]
+				}
 				continue // that conversation's units are left out; the rest stand
 			}
 			segs = others[ci]
@@ -1052,9 +1060,11 @@ func (x *Engine) viewOf(ctx context.Context, id identity, c current, q Query, as
 			slices.Sort(pos)
 			p := 0 // the next of pos to note in at
 			for k := 0; k < len(pos); {
-				lo, hi := max(pos[k]-reach, 0), min(pos[k]+reach, len(exs)-1)
+				// (pos+reach may overflow: compared as len(exs)-1-pos.)
+				end := func(p int) int { return p + min(reach, len(exs)-1-p) }
+				lo, hi := max(pos[k]-reach, 0), end(pos[k])
 				for k++; k < len(pos) && pos[k]-reach <= hi+1; k++ {
-					hi = min(pos[k]+reach, len(exs)-1)
+					hi = end(pos[k])
 				}
 				for i := lo; i <= hi; i++ {
 					for p < len(pos) && pos[p] < i {
