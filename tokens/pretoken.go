@@ -28,13 +28,13 @@ import (
 //     look-ahead does.
 //
 // The scan tries the alternatives in order, as a leftmost-first engine
-// (Go's regexp, a backtracking one) does, so on a pattern with no
-// look-around it finds the same matches. Tests compare it with Go's
-// regexp on every rune in several contexts, and the pre-tokens with
-// regexp2's on random texts made of every kind of character the pattern
-// treats apart, and counts with whole-text encoding. Text that is not
-// valid UTF-8 is left to tiktoken-go (regexp2 and Go's regexp see its
-// bad bytes differently).
+// (Go's regexp, or a backtracking one such as regexp2) does, so on a
+// pattern with no look-around it finds the same matches. Tests compare
+// it with Go's regexp on every rune in several contexts, and the
+// pre-tokens with regexp2's on random texts made of every kind of
+// character the pattern treats apart, and counts with whole-text
+// encoding. Text that is not valid UTF-8 is left to tiktoken-go
+// (regexp2 and Go's regexp see its bad bytes differently).
 
 // eachPretoken calls f with each of text's cl100k pre-tokens, in order.
 // text must be valid UTF-8.
