@@ -50,7 +50,11 @@
 // child the same save key (memstack.WithSaveKey: the caller's, else a
 // fresh random one), so the children that share a store store the turn
 // there once and no layer shows it twice; children on different stores
-// each keep their copy. Without memstack.WithTime each child dates the
+// each keep their copy. Children on one store also share their store
+// calls within one call of the Memory: a save's turn is appended by the
+// first child to store it while the others wait for it (one transaction,
+// not one per child), and a load's identical tail reads (a RecentN's
+// window and a Recall's recent turns) are one read. Without memstack.WithTime each child dates the
 // turn as it would alone (now, or a Facts memory's WithClock), and on a
 // shared store the child that stores it first dates it: give the save a
 // time with memstack.WithTime where the date must not depend on that. A save retried with the caller's save key stores
