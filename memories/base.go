@@ -126,32 +126,12 @@ func (b *base) appendQuiet(ctx context.Context, id memstack.Identity, msgs ...ll
 		sctx = store.WithAppendKey(sctx, apkey)
 		// In a combined save, another layer on the same store may be
 		// storing these very messages: the first stores them, the others
-		// wait and store nothing; after a failure the next one tries (see
-		// package stackmemo).
-		memo := stackmemo.From(ctx)
-		for {
-			e, first := memo.Claim(b.cfg.store, id.Key(), apkey)
-			if first {
-				err := func() (err error) {
-					ok := false
-					defer func() { e.Finish(ok, at) }() // also when Append panics
-					err = b.cfg.store.Append(sctx, id, msgs...)
-					ok = err == nil
-					return err
-				}()
-				if err != nil {
-					return at, fmt.Errorf("memstack: storing messages: %w", err)
-				}
-				return at, nil
-			}
-			stored, sat, err := e.Wait(ctx)
-			if err != nil {
-				return at, fmt.Errorf("memstack: storing messages: %w", err)
-			}
-			if stored {
-				return sat, nil
-			}
+		// wait and store nothing (package stackmemo).
+		at, err := stackmemo.Append(ctx, b.cfg.store, id.Key(), apkey, at, func() error { return b.cfg.store.Append(sctx, id, msgs...) })
+		if err != nil {
+			return at, fmt.Errorf("memstack: storing messages: %w", err)
 		}
+		return at, nil
 	}
 	if err := b.cfg.store.Append(sctx, id, msgs...); err != nil {
 		return at, fmt.Errorf("memstack: storing messages: %w", err)

@@ -4,10 +4,10 @@
 // load's (WithLoad).
 //
 // A save: a layer about to append messages under an append key
-// (memories' keyed appends, see memstack.WithSaveKey) first claims the
-// (store, identity, append key). The first claimant appends; a layer
-// that finds the claim taken waits for that append and, when it
-// succeeded, stores nothing: the store would have found the key already
+// (memories' keyed appends, see memstack.WithSaveKey) goes through
+// Append, keyed by (store, identity, append key). The first layer
+// appends; a layer that comes with the same key waits for that append
+// and, when it succeeded, stores nothing: the store would have found the key already
 // stored and stored nothing either (store.WithAppendKey), at the cost of
 // a transaction. When it failed, the layer appends itself, as it would
 // have without the memo.
@@ -20,7 +20,6 @@ package stackmemo
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"slices"
 	"sync"
@@ -30,122 +29,19 @@ import (
 	"github.com/memstack/memstack/store"
 )
 
-// errPanicked is a shared read whose store call panicked.
-var errPanicked = errors.New("stackmemo: the store's Tail panicked")
-
 // Memo records the appends of one save, or the tails read by one load.
 // Tails are shared in a load only: in a save, a layer may read after
 // another's append what that layer read before it.
 type Memo struct {
-	mu    sync.Mutex
-	m     map[key]*Entry        // a save's
-	tails map[tailKey]*tailRead // a load's
-	ended bool
+	mu      sync.Mutex
+	appends map[appendKey]*flight[time.Time]    // a save's
+	tails   map[tailKey]*flight[[]store.Record] // a load's
+	ended   bool
 }
 
-type key struct {
+type appendKey struct {
 	store     any
 	id, apkey string
-}
-
-// Entry is one claimed append.
-type Entry struct {
-	memo *Memo
-	key  key
-	done chan struct{}
-	ok   bool
-	at   time.Time
-}
-
-type ctxKey struct{}
-
-// WithSave returns ctx with a new save's Memo, unless it carries a Memo
-// already, and the function that ends it: call it when the save returns.
-// An ended Memo shares nothing (work a layer left running, with ctx's
-// values, after the call makes its own store calls).
-func WithSave(ctx context.Context) (context.Context, func()) {
-	return with(ctx, &Memo{m: map[key]*Entry{}})
-}
-
-// WithLoad is WithSave for a load.
-func WithLoad(ctx context.Context) (context.Context, func()) {
-	return with(ctx, &Memo{tails: map[tailKey]*tailRead{}})
-}
-
-func with(ctx context.Context, m *Memo) (context.Context, func()) {
-	if From(ctx) != nil {
-		return ctx, func() {}
-	}
-	return context.WithValue(ctx, ctxKey{}, m), func() {
-		m.mu.Lock()
-		m.ended = true
-		m.mu.Unlock()
-	}
-}
-
-// From returns ctx's Memo, or nil.
-func From(ctx context.Context) *Memo {
-	m, _ := ctx.Value(ctxKey{}).(*Memo)
-	return m
-}
-
-// Claim claims the append of the messages under append key apkey for the
-// identity (its key) in store. first reports whether this is the first
-// claim: the caller appends, then calls Finish. Otherwise the caller may
-// Wait for the first claimant. A store whose dynamic type cannot be
-// compared (no map key) is never claimed: e is nil and first true.
-func (m *Memo) Claim(store any, id, apkey string) (e *Entry, first bool) {
-	if m == nil || m.m == nil || !comparable(store) {
-		return nil, true
-	}
-	k := key{store, id, apkey}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ended {
-		return nil, true
-	}
-	if e := m.m[k]; e != nil {
-		return e, false
-	}
-	e = &Entry{memo: m, key: k, done: make(chan struct{})}
-	m.m[k] = e
-	return e, true
-}
-
-// Finish records the first claimant's append: whether it stored the
-// messages, and the time it dated them. After a failure the claim is
-// released: the next Claim is a first one (one of the waiters tries
-// again, and the others wait for it). It may be called on a nil Entry.
-func (e *Entry) Finish(ok bool, at time.Time) {
-	if e == nil {
-		return
-	}
-	if !ok {
-		e.memo.mu.Lock()
-		delete(e.memo.m, e.key)
-		e.memo.mu.Unlock()
-	}
-	e.ok, e.at = ok, at
-	close(e.done)
-}
-
-// Wait waits for the first claimant's append and returns whether it
-// stored the messages and their time; err is ctx's when ctx is done
-// first.
-func (e *Entry) Wait(ctx context.Context) (stored bool, at time.Time, err error) {
-	select {
-	case <-e.done:
-		return e.ok, e.at, nil
-	case <-ctx.Done():
-		return false, time.Time{}, ctx.Err()
-	}
-}
-
-// comparable reports whether store can be a map key: its value, not only
-// its type, must be comparable (a struct type with an interface field is
-// comparable, but hashing one that holds a slice or a map panics).
-func comparable(store any) bool {
-	return store != nil && reflect.ValueOf(store).Comparable()
 }
 
 type tailKey struct {
@@ -155,63 +51,123 @@ type tailKey struct {
 	after int64
 }
 
-type tailRead struct {
-	done chan struct{}
-	recs []store.Record
-	err  error
+type ctxKey struct{}
+
+// WithSave returns ctx with a new save's Memo, unless it carries a Memo
+// already, and the function that ends it: call it when the save returns.
+// An ended Memo shares nothing (work a layer left running, with ctx's
+// values, after the call makes its own store calls).
+func WithSave(ctx context.Context) (context.Context, func()) {
+	return with(ctx, &Memo{appends: map[appendKey]*flight[time.Time]{}})
 }
 
-// Tail returns st.Tail(ctx, id, n, after), read once per Memo: a layer
-// asking for the same tail while another's read is in flight waits for
-// it (or for its own ctx). Each caller gets its own copy of the slice. A
-// failed read is not shared: the next caller reads again. Without a Memo
-// in ctx (a layer used on its own), or over a store that cannot be
-// compared, it is st.Tail.
+// WithLoad is WithSave for a load.
+func WithLoad(ctx context.Context) (context.Context, func()) {
+	return with(ctx, &Memo{tails: map[tailKey]*flight[[]store.Record]{}})
+}
+
+func with(ctx context.Context, m *Memo) (context.Context, func()) {
+	if from(ctx) != nil {
+		return ctx, func() {}
+	}
+	return context.WithValue(ctx, ctxKey{}, m), func() {
+		m.mu.Lock()
+		m.ended = true
+		m.mu.Unlock()
+	}
+}
+
+func from(ctx context.Context) *Memo {
+	m, _ := ctx.Value(ctxKey{}).(*Memo)
+	return m
+}
+
+// Append stores messages with appendTo (a store's keyed Append of them,
+// dated at) once per save's Memo: a layer coming with the same (store,
+// identity key, append key) while another's append is in flight, or
+// after it succeeded, waits for it and returns the time that append
+// dated the messages, storing nothing. A failed or panicking append is
+// not shared: the next layer appends. Without a save's Memo in ctx (a
+// layer used on its own), or over a store that cannot be compared, it
+// is appendTo.
+func Append(ctx context.Context, st any, id, apkey string, at time.Time, appendTo func() error) (time.Time, error) {
+	m := from(ctx)
+	if m == nil || m.appends == nil || !hashable(st) {
+		return at, appendTo()
+	}
+	return share(ctx, m, m.appends, appendKey{st, id, apkey}, func() (time.Time, error) { return at, appendTo() })
+}
+
+// Tail returns st.Tail(ctx, id, n, after), read once per load's Memo (as
+// Append stores once per save's). Each caller gets its own copy of the
+// slice.
 func Tail(ctx context.Context, st store.Store, id memstack.Identity, n int, after int64) ([]store.Record, error) {
-	m := From(ctx)
-	if m == nil || m.tails == nil || !comparable(st) {
+	m := from(ctx)
+	if m == nil || m.tails == nil || !hashable(st) {
 		return st.Tail(ctx, id, n, after)
 	}
-	k := tailKey{st, id.Key(), n, after}
+	recs, err := share(ctx, m, m.tails, tailKey{st, id.Key(), n, after}, func() ([]store.Record, error) {
+		return st.Tail(ctx, id, n, after)
+	})
+	return slices.Clone(recs), err
+}
+
+// flight is one shared store call: its result, once done is closed; ok
+// if it succeeded.
+type flight[V any] struct {
+	done chan struct{}
+	v    V
+	ok   bool
+}
+
+// share runs call once for k among the callers of m: the first runs it,
+// the others wait for it (or for their ctx) and take its result. A call
+// that failed or panicked is forgotten, so the next caller runs it again
+// (its own error goes to its own caller; a panic goes on). An ended Memo
+// shares nothing.
+func share[K comparable, V any](ctx context.Context, m *Memo, flights map[K]*flight[V], k K, call func() (V, error)) (V, error) {
 	for {
 		m.mu.Lock()
 		if m.ended {
 			m.mu.Unlock()
-			return st.Tail(ctx, id, n, after)
+			return call()
 		}
-		r := m.tails[k]
-		first := r == nil
+		f := flights[k]
+		first := f == nil
 		if first {
-			r = &tailRead{done: make(chan struct{})}
-			m.tails[k] = r
+			f = &flight[V]{done: make(chan struct{})}
+			flights[k] = f
 		}
 		m.mu.Unlock()
 		if first {
-			ok := false
 			defer func() {
-				if !ok {
-					// Failed or panicked: not shared (the panic goes on).
-					if r.err == nil {
-						r.err = errPanicked
-					}
+				if !f.ok {
 					m.mu.Lock()
-					delete(m.tails, k)
+					delete(flights, k)
 					m.mu.Unlock()
 				}
-				close(r.done)
+				close(f.done)
 			}()
-			r.recs, r.err = st.Tail(ctx, id, n, after)
-			ok = r.err == nil
-			return slices.Clone(r.recs), r.err
+			v, err := call()
+			f.v, f.ok = v, err == nil
+			return v, err
 		}
 		select {
-		case <-r.done:
+		case <-f.done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			var zero V
+			return zero, ctx.Err()
 		}
-		if r.err == nil {
-			return slices.Clone(r.recs), nil
+		if f.ok {
+			return f.v, nil
 		}
-		// Its read failed: read again (the next claimant).
+		// Its call failed: call again (the next first caller).
 	}
+}
+
+// hashable reports whether store can be a map key: its value, not only
+// its type, must be comparable (a struct type with an interface field is
+// comparable, but hashing one that holds a slice or a map panics).
+func hashable(store any) bool {
+	return store != nil && reflect.ValueOf(store).Comparable()
 }
