@@ -3,6 +3,7 @@ module github.com/memstack/memstack/internal/proof
 go 1.26.0
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/memstack/memstack v0.0.0-00010101000000-000000000000
 	github.com/memstack/memstack/store/pgstore v0.0.0-00010101000000-000000000000
 	github.com/memstack/memstack/store/redisstore v0.0.0-00010101000000-000000000000
@@ -27,7 +28,6 @@ require (
 	github.com/imdario/mergo v0.3.13 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kljensen/snowball v0.10.0 // indirect

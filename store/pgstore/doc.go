@@ -32,13 +32,17 @@
 //	                        also the reserved rows of absent versions (see State);
 //	                        scope indexes memstack_state_tenant and _user
 //
-// and, from version 4, the recall index's five (see The recall index):
+// and, from version 4, the recall index's five (see The recall index; as
+// version 5 keeps them):
 //
-//	memstack_recall_conv   (id_hash, ns) primary key, scope_t, scope_u, id_key, state;
+//	memstack_recall_conv   (id_hash, ns) primary key, scope_t, scope_u, id_key, state,
+//	                       convno (version 5: the conversation's number in its user);
 //	                       index memstack_recall_conv_scope (ns, scope_t, scope_u)
 //	memstack_recall_units  (id_hash, ns, chunk) primary key, data
-//	memstack_recall_terms  (ns, term, scope_t, scope_u, id_hash, chunk) primary key, data;
-//	                       index memstack_recall_terms_conv (id_hash, ns, chunk)
+//	memstack_recall_posts  (ns, term, scope_t, scope_u, grp, chunk) primary key, data;
+//	                       index memstack_recall_posts_group (grp, scope_u, ns, chunk)
+//	                       (version 5; version 4 had memstack_recall_terms instead,
+//	                       with a row per conversation, id_hash for grp)
 //	memstack_recall_days   (ns, scope_t, scope_u, day, id_hash, chunk) primary key, data;
 //	                       index memstack_recall_days_conv (id_hash, ns, day)
 //	memstack_recall_meta   (id = 1) primary key, enabled, complete
@@ -71,7 +75,15 @@
 // schema table and the four scope indexes; version 3 adds the unit column
 // and the two partial indexes; version 4 adds the recall index's tables,
 // empty and off (creating them reads no other table, so the migration is
-// quick on any database). Every build names the columns it writes,
+// quick on any database); version 5 keeps the index's postings by groups
+// of a user's conversations (recall_posts, replacing recall_terms) and
+// numbers each conversation in its user (recall_conv's convno): the
+// migration drops the index's rows, so an index that was on is rebuilt
+// from the messages by the background backfill (see The recall index),
+// and until it is done a Recall indexes in process. A build of version 4
+// still running on the tables fails its indexed writes (its table is
+// gone: the transaction stores nothing, and the caller gets the error);
+// upgrade every process. Every build names the columns it writes,
 // so a build of version 1 (which checks no version) or 2 keeps working on
 // newer tables during a rolling upgrade, and the indexes cover what it
 // writes; but a build before version 3 knows no append keys, so a turn it
@@ -147,7 +159,7 @@
 //	GRANT USAGE ON SCHEMA public TO memstack_app;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON memstack_messages, memstack_conversations,
 //	    memstack_state, memstack_schema, memstack_recall_conv, memstack_recall_units,
-//	    memstack_recall_terms, memstack_recall_days, memstack_recall_meta TO memstack_app;
+//	    memstack_recall_posts, memstack_recall_days, memstack_recall_meta TO memstack_app;
 //	GRANT USAGE ON SEQUENCE memstack_seq TO memstack_app;
 //
 // The application role opens the tables without any option; WithoutDDL
@@ -156,7 +168,8 @@
 // error that says so). A migration that adds a table needs its grant too
 // (ALTER DEFAULT PRIVILEGES FOR ROLE memstack_owner … GRANT … ON TABLES
 // makes that automatic; version 3 adds none, version 4 the recall
-// index's five, which every Store reads when it opens the tables). A role without the privileges gets an error from
+// index's five, which every Store reads when it opens the tables, and
+// version 5 memstack_recall_posts). A role without the privileges gets an error from
 // Open naming the statement that failed, the server's permission error
 // (SQLSTATE 42501) and what the role needs.
 //
@@ -179,15 +192,38 @@
 // identities (memstack's own: a user's facts, a recall journal) are not
 // indexed. Rows name a conversation by id_hash and its tenant's and
 // user's scopes by the SHA-256 of "tenant:" and "tenant:user:"
-// (scope_t, scope_u), so the postings of a term in a tenant, a user or a
-// conversation are one range of the primary key of recall_terms, and a
-// search reads, in one round trip and one snapshot, the states of the
-// scope's conversations, the postings of the query's terms and the unit
-// entries of the conversations they name.
+// (scope_t, scope_u).
+//
+// The postings of a user's conversations are kept by groups: the first
+// time a conversation is indexed it gets a number in its user (one more
+// than the user's greatest), and conversation n is in group n/8. A row of
+// recall_posts holds a term's postings in one group's conversations, in
+// one chunk of their messages (128 of each conversation's): 16-byte
+// entries of the conversation's number, the message's Seq and the term's
+// count. So the postings of a term in a tenant or a user are one range of
+// the primary key, a row per group that has the term — a user with a
+// thousand conversations that all hold a query's thirteen words costs
+// about 1,600 rows, not the 13,000 a row per conversation would, and
+// those rows are on pages of their own, not scattered among every
+// conversation's — and a conversation's are its group's rows of the term
+// (its entries taken, the others skipped). A search reads, in one round
+// trip and one snapshot, the states of the scope's conversations, the
+// posting rows of the query's terms and the unit entries of the
+// conversations of the groups they name. Conversations share rows, so
+// every write of a user's index rows (an indexed append, Clear, Forget,
+// RemovePrefix, Rewrite, the backfill) takes an advisory lock of the user
+// after the identities' locks, in one order (the identities' in lock
+// order, then their users'): the user's writes of the index run one after
+// the other, and a new conversation's number is never given twice. Clear,
+// Forget and ForgetScope take a conversation's entries out of its group's
+// rows in SQL (a row left with none is deleted), RemovePrefix its entries
+// up to the cut, in the chunks it cut; an append adds its entries to
+// the rows, each row once per transaction however many of the group's
+// conversations it indexes.
 //
 // What it costs: with the index on an Append takes two round trips (the
 // messages, whose Seqs the server draws, and their entries) instead of
-// one and writes each message's postings (12 bytes per distinct term)
+// one and writes each message's postings (16 bytes per distinct term)
 // into (term, chunk) rows by appending to them (bytea ||), so the bytes
 // it writes grow with its messages, not with the conversation; a Store
 // that last saw the index off appends in one round trip with a guard

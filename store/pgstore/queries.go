@@ -315,5 +315,8 @@ SELECT coalesce(stored, absent), absent FROM cur`,
 	// no other table.
 	q.recall = buildRecallSQL(prefix, q)
 	q.migrations[3] = q.recall.create
+	// To version 5: the recall index's postings by groups of a user's
+	// conversations (recall.go, Posting rows), rebuilt by the backfill.
+	q.migrations[4] = q.recall.toV5
 	return q
 }

@@ -3,8 +3,10 @@ package pgstore
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,45 +23,52 @@ import (
 	"github.com/memstack/memstack/store/storekit"
 )
 
-// The recall index (schema version 4; see store.RecallSearcher and
-// package indexkit), the same rows sqlitestore keeps: per conversation
-// its indexkit.Conv state, its unit entries by chunk, its postings by
-// (term, chunk) and the units each day opened. Identity keys may be longer
-// than a B-tree entry, so rows name a conversation by its id_hash and the
-// scopes it belongs to by the SHA-256 of their key prefixes (scope_t of
-// "tenant:", scope_u of "tenant:user:"): the postings' primary key
-// (ns, term, scope_t, scope_u, id_hash, chunk) makes a tenant's, a user's
-// and a conversation's postings of a term one key range each. The meta
-// row records whether the index is on and complete (tables migrated from
-// version 3 are indexed in the background once it is turned on).
+// The recall index (schema version 5; see store.RecallSearcher and
+// package indexkit), what sqlitestore keeps: per conversation its
+// indexkit.Conv state, its unit entries by chunk and the units each day
+// opened, and the postings by (term, group of a user's conversations,
+// chunk) — sqlitestore keeps them by conversation; see Posting rows below.
+// Identity keys may be longer than a B-tree entry, so rows name a
+// conversation by its id_hash and the scopes it belongs to by the SHA-256
+// of their key prefixes (scope_t of "tenant:", scope_u of
+// "tenant:user:"): the postings' primary key (ns, term, scope_t, scope_u,
+// grp, chunk) makes a tenant's and a user's postings of a term one key
+// range each, and a conversation's its group's part of it. The meta row
+// records whether the index is on and complete (tables migrated from
+// version 3 or 4 are indexed in the background once it is on).
 //
 // Writes. While the index is on, an Append is one transaction in two
-// round trips instead of one: the first takes the identity's lock, reads
-// the conversation's index state and inserts the messages (returning
-// their Seqs, which the server draws); the second appends the index
-// entries (one statement per table, arrays unnested) and commits. A Store
-// that last saw the index off appends in one round trip with a guard
-// statement that fails the transaction if the index is on by then (another
-// process turned it on): the Append then runs again the indexed way, so
-// no message is ever stored unindexed in a database that keeps the index.
+// round trips instead of one: the first takes the identity's lock and
+// its user's, reads the conversation's index state and inserts the
+// messages (returning their Seqs, which the server draws); the second
+// appends the index entries (one statement per table, arrays unnested)
+// and commits — and a conversation's first indexed append reads, in
+// between, the user's greatest conversation number. A Store that last
+// saw the index off appends in one round trip with a guard statement
+// that fails the transaction if the index is on by then (another process
+// turned it on): the Append then runs again the indexed way, so no
+// message is ever stored unindexed in a database that keeps the index.
 // RemovePrefix and Rewrite, rarer, run as interactive transactions.
 
 // recallSQL holds the recall index's statements, built from the prefix.
 type recallSQL struct {
-	conv, units, terms, days, meta string // table names
-	create                         []string
+	conv, units, posts, days, meta string   // table names
+	create                         []string // to version 4
+	toV5                           []string // version 4 to 5
 	enable, readMeta, guard        string
 	readState, writeState          string
-	upUnits, upTerms, upDays       string
+	nextConv                       string // a new conversation's number in its user
+	upUnits, upPosts, upDays       string
 	count                          string
 	deleteConv                     []string // of (id_hash, ns)
 	deleteAll                      []string // of id_hash, every namespace
+	trimPosts                      []string // of (id_hash, ns, through, last chunk)
 	// Returning variants of the append statements (their Seqs).
 	appendFirst, insertMessage, appendKeyed, insertAfter string
 	readMessages, readMessage                            string
-	unitChunks, termsOfChunk                             string
-	setUnits, deleteUnits, setTerm, deleteTerm           string
-	deleteThrough                                        [2]string
+	unitChunks                                           string
+	setUnits, deleteUnits                                string
+	deleteThrough                                        string
 	deleteDays                                           string
 	missing, complete                                    string
 	searchConvs, searchRows                              [3]string // by scope level: tenant, user, conversation
@@ -76,9 +85,11 @@ const (
 func buildRecallSQL(prefix string, q queries) recallSQL {
 	name := func(s string) string { return pgx.Identifier{prefix + s}.Sanitize() }
 	r := recallSQL{
-		conv: name("recall_conv"), units: name("recall_units"), terms: name("recall_terms"),
+		conv: name("recall_conv"), units: name("recall_units"), posts: name("recall_posts"),
 		days: name("recall_days"), meta: name("recall_meta"),
 	}
+	// Version 4's postings table, which version 5 replaces.
+	terms := name("recall_terms")
 	r.create = []string{
 		"CREATE TABLE IF NOT EXISTS " + r.conv + ` (
 	id_hash bytea NOT NULL,
@@ -95,7 +106,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	chunk   bigint NOT NULL,
 	data    bytea  NOT NULL,
 	PRIMARY KEY (id_hash, ns, chunk))`,
-		"CREATE TABLE IF NOT EXISTS " + r.terms + ` (
+		"CREATE TABLE IF NOT EXISTS " + terms + ` (
 	ns      text   NOT NULL,
 	term    text   COLLATE "C" NOT NULL,
 	scope_t bytea  NOT NULL,
@@ -104,7 +115,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	chunk   bigint NOT NULL,
 	data    bytea  NOT NULL,
 	PRIMARY KEY (ns, term, scope_t, scope_u, id_hash, chunk))`,
-		"CREATE INDEX IF NOT EXISTS " + name("recall_terms_conv") + " ON " + r.terms + " (id_hash, ns, chunk)",
+		"CREATE INDEX IF NOT EXISTS " + name("recall_terms_conv") + " ON " + terms + " (id_hash, ns, chunk)",
 		"CREATE TABLE IF NOT EXISTS " + r.days + ` (
 	ns      text    NOT NULL,
 	scope_t bytea   NOT NULL,
@@ -123,29 +134,77 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	}
 	c := pgx.Identifier{prefix + "conversations"}.Sanitize()
 	m := pgx.Identifier{prefix + "messages"}.Sanitize()
-	// A database without messages has nothing to index: complete at once.
-	r.enable = "UPDATE " + r.meta + " SET enabled = true, complete = NOT EXISTS (SELECT FROM " + c + " WHERE count > 0) WHERE NOT enabled"
+	// A database without messages has nothing to index: complete.
+	complete := "NOT EXISTS (SELECT FROM " + c + " WHERE count > 0)"
+	// Version 5: the postings of a user's conversations in groups (see
+	// postGroup), and each conversation's number in its user. The index
+	// kept so far is dropped and rebuilt from the messages by the
+	// backfill (a conversation with no state row is the backfill's), so
+	// until it completes a Recall indexes in process.
+	r.toV5 = []string{
+		"ALTER TABLE " + r.conv + " ADD COLUMN IF NOT EXISTS convno integer",
+		"CREATE TABLE IF NOT EXISTS " + r.posts + ` (
+	ns      text    NOT NULL,
+	term    text    COLLATE "C" NOT NULL,
+	scope_t bytea   NOT NULL,
+	scope_u bytea   NOT NULL,
+	grp     integer NOT NULL,
+	chunk   bigint  NOT NULL,
+	data    bytea   NOT NULL,
+	PRIMARY KEY (ns, term, scope_t, scope_u, grp, chunk))`,
+		// The rows of a group (Clear, Forget, RemovePrefix): grp first, so
+		// that a search by terms, which names no group, never reads it.
+		"CREATE INDEX IF NOT EXISTS " + name("recall_posts_group") + " ON " + r.posts + " (grp, scope_u, ns, chunk)",
+		"DROP TABLE IF EXISTS " + terms,
+		"DELETE FROM " + r.conv,
+		"DELETE FROM " + r.units,
+		"DELETE FROM " + r.days,
+		"UPDATE " + r.meta + " SET complete = " + complete,
+	}
+	r.enable = "UPDATE " + r.meta + " SET enabled = true, complete = " + complete + " WHERE NOT enabled"
 	r.readMeta = "SELECT enabled, complete FROM " + r.meta + " WHERE id = 1"
 	// The guard of a write that does not index: division by zero (22012)
 	// when the index is on.
 	r.guard = "SELECT 1 / (CASE WHEN enabled THEN 0 ELSE 1 END) FROM " + r.meta + " WHERE id = 1"
-	r.readState = "SELECT state FROM " + r.conv + " WHERE id_hash = $1 AND ns = $2"
-	r.writeState = "INSERT INTO " + r.conv + " AS r (id_hash, ns, scope_t, scope_u, id_key, state) VALUES ($1, $2, $3, $4, $5, $6)" +
-		" ON CONFLICT (id_hash, ns) DO UPDATE SET state = EXCLUDED.state"
+	r.readState = "SELECT state, convno FROM " + r.conv + " WHERE id_hash = $1 AND ns = $2"
+	r.writeState = "INSERT INTO " + r.conv + " AS r (id_hash, ns, scope_t, scope_u, id_key, state, convno) VALUES ($1, $2, $3, $4, $5, $6, $7)" +
+		" ON CONFLICT (id_hash, ns) DO UPDATE SET state = EXCLUDED.state, convno = EXCLUDED.convno"
+	r.nextConv = "SELECT coalesce(max(convno) + 1, 0) FROM " + r.conv + " WHERE ns = $1 AND scope_t = $2 AND scope_u = $3"
 	r.upUnits = "INSERT INTO " + r.units + " AS r (id_hash, ns, chunk, data)" +
 		" SELECT $1::bytea, $2::text, u.chunk, u.data FROM unnest($3::bigint[], $4::bytea[]) AS u (chunk, data)" +
 		" ON CONFLICT (id_hash, ns, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
-	r.upTerms = "INSERT INTO " + r.terms + " AS r (ns, term, scope_t, scope_u, id_hash, chunk, data)" +
-		" SELECT $1::text, u.term, $2::bytea, $3::bytea, $4::bytea, u.chunk, u.data FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS u (term, chunk, data)" +
-		" ON CONFLICT (ns, term, scope_t, scope_u, id_hash, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
+	r.upPosts = "INSERT INTO " + r.posts + " AS r (ns, term, scope_t, scope_u, grp, chunk, data)" +
+		" SELECT $1::text, u.term, $2::bytea, $3::bytea, $4::integer, u.chunk, u.data FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS u (term, chunk, data)" +
+		" ON CONFLICT (ns, term, scope_t, scope_u, grp, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
 	r.upDays = "INSERT INTO " + r.days + " AS r (ns, scope_t, scope_u, day, id_hash, chunk, data)" +
 		" SELECT $1::text, $2::bytea, $3::bytea, u.day, $4::bytea, u.chunk, u.data FROM unnest($5::integer[], $6::bigint[], $7::bytea[]) AS u (day, chunk, data)" +
 		" ON CONFLICT (ns, scope_t, scope_u, day, id_hash, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
 	r.count = "SELECT count FROM " + c + " WHERE id_hash = $1 AND ns = $2"
-	for _, t := range []string{r.conv, r.units, r.terms, r.days} {
+	// Taking a conversation's entries out of its group's posting rows (the
+	// conversation's row of r.conv, matched by cond, names its user, group
+	// and number; drop says which of its entries go): the rows left with
+	// none are deleted, the others rewritten without them — two
+	// statements, run before the conversation's row is deleted. An entry
+	// at i (1-based) is 16 bytes: the conversation's number, its Seq and
+	// the count, big-endian, so they compare as bytes.
+	posts := func(cond, drop string) []string {
+		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup)
+		using := strings.Replace(of, " FROM ", " USING ", 1)
+		entries := " FROM generate_series(1, length(p.data), " + strconv.Itoa(postEntrySize) + ") AS e (i)"
+		gone := "substr(p.data, e.i, 4) = int4send(c.convno)" + drop
+		return []string{
+			"DELETE FROM " + r.posts + " p" + using + " AND NOT EXISTS (SELECT" + entries + " WHERE NOT (" + gone + "))",
+			"UPDATE " + r.posts + " p SET data = (SELECT string_agg(substr(p.data, e.i, " + strconv.Itoa(postEntrySize) + "), ''::bytea ORDER BY e.i)" + entries + " WHERE NOT (" + gone + "))" +
+				of + " AND EXISTS (SELECT" + entries + " WHERE " + gone + ")",
+		}
+	}
+	r.deleteConv = posts("c.id_hash = $1 AND c.ns = $2", "")
+	r.deleteAll = posts("c.id_hash = $1", "")
+	for _, t := range []string{r.conv, r.units, r.days} {
 		r.deleteConv = append(r.deleteConv, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
+	r.trimPosts = posts("c.id_hash = $1 AND c.ns = $2 AND p.chunk <= $4", " AND substr(p.data, e.i + 4, 8) <= int8send($3::bigint)")
 	// The append statements of queries, returning each message's Seq (none
 	// when a keyed unit is already stored).
 	r.appendFirst = strings.Replace(q.appendFirst, " INSERT INTO "+c, " , c AS (INSERT INTO "+c, 1) + ") SELECT seq FROM i"
@@ -155,15 +214,9 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	r.readMessages = "SELECT seq, body FROM " + m + " WHERE id_hash = $1 AND ns = $2 AND id_key = $3 ORDER BY seq"
 	r.readMessage = "SELECT body FROM " + m + " WHERE id_hash = $1 AND ns = $2 AND seq = $3"
 	r.unitChunks = "SELECT chunk, data FROM " + r.units + " WHERE id_hash = $1 AND ns = $2 ORDER BY chunk"
-	r.termsOfChunk = "SELECT term, data FROM " + r.terms + " WHERE id_hash = $1 AND ns = $2 AND chunk = $3"
 	r.setUnits = "UPDATE " + r.units + " SET data = $4 WHERE id_hash = $1 AND ns = $2 AND chunk = $3"
 	r.deleteUnits = "DELETE FROM " + r.units + " WHERE id_hash = $1 AND ns = $2 AND chunk = $3"
-	r.setTerm = "UPDATE " + r.terms + " SET data = $5 WHERE id_hash = $1 AND ns = $2 AND chunk = $3 AND term = $4"
-	r.deleteTerm = "DELETE FROM " + r.terms + " WHERE id_hash = $1 AND ns = $2 AND chunk = $3 AND term = $4"
-	r.deleteThrough = [2]string{
-		"DELETE FROM " + r.units + " WHERE id_hash = $1 AND ns = $2 AND chunk <= $3",
-		"DELETE FROM " + r.terms + " WHERE id_hash = $1 AND ns = $2 AND chunk <= $3",
-	}
+	r.deleteThrough = "DELETE FROM " + r.units + " WHERE id_hash = $1 AND ns = $2 AND chunk <= $3"
 	r.deleteDays = "DELETE FROM " + r.days + " WHERE id_hash = $1 AND ns = $2 AND chunk < $3"
 	// Conversations with messages and no index state, after ($1, $2).
 	r.missing = "SELECT c.id_hash, c.ns, c.id_key FROM " + c + " c WHERE c.count > 0 AND (c.id_hash, c.ns) > ($1::bytea, $2::text)" +
@@ -177,27 +230,94 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		"ns = $1 AND scope_t = $2 AND scope_u = $3",
 		"ns = $1 AND scope_t = $2 AND scope_u = $3 AND id_hash = $4",
 	}
+	group := "grp = (SELECT convno / " + strconv.Itoa(postGroup) + " FROM " + r.conv + " WHERE id_hash = $4 AND ns = $1)"
 	for l, w := range where {
 		next := func(i int) string { return "$" + strconv.Itoa(l+2+i) }
-		r.searchConvs[l] = "SELECT id_hash, id_key, state FROM " + r.conv + " WHERE " + w
-		// The postings of the query's terms (each term one key range of
-		// the primary key), then the unit entries of the conversations
-		// they name: one statement, so one snapshot, and the postings
-		// are read once (term is NULL on a unit row). Rows come in any
-		// order: indexkit.Search orders each conversation's chunks. The
-		// unit rows are looked up by key from an array of the
-		// conversations found (not a join, which a generic plan of a
-		// cached statement may answer with a scan of the whole units
-		// table, estimating a hundred conversations).
-		terms := " AND term = ANY(" + next(1) + "::text[])"
-		r.searchRows[l] = "WITH t AS MATERIALIZED (SELECT term, id_hash, data FROM " + r.terms + " WHERE " + w + terms + ")" +
-			" SELECT term, id_hash, data FROM t UNION ALL SELECT NULL, u.id_hash, u.data FROM " + r.units + " u" +
-			" WHERE u.ns = $1 AND u.id_hash = ANY(ARRAY(SELECT DISTINCT id_hash FROM t))"
+		r.searchConvs[l] = "SELECT id_hash, id_key, state, convno, scope_u FROM " + r.conv + " WHERE " + w
+		// The posting rows of the query's terms (each term one key range
+		// of the primary key: a user's are its groups' rows; a
+		// conversation's, its group's), then the unit entries of the
+		// conversations of the groups they name: one statement, so one
+		// snapshot, and the postings are read once (term is NULL on a
+		// unit row, whose second column is its conversation's id_hash;
+		// a posting row's is its user's scope_u). Rows come in any order:
+		// indexkit.Search orders each conversation's entries. The unit
+		// rows are looked up by key from an array (not a join, which a
+		// generic plan of a cached statement may answer with a scan of
+		// the whole units table).
+		pw := strings.TrimSuffix(w, " AND id_hash = $4")
+		if l == levelConv {
+			pw += " AND " + group
+		}
+		r.searchRows[l] = "WITH t AS MATERIALIZED (SELECT term, scope_u, grp, data FROM " + r.posts + " WHERE " + pw + " AND term = ANY(" + next(1) + "::text[]))" +
+			" SELECT term, scope_u, data FROM t UNION ALL SELECT NULL, u.id_hash, u.data FROM " + r.units + " u" +
+			" WHERE u.ns = $1 AND u.id_hash = ANY(ARRAY(SELECT c.id_hash FROM " + r.conv + " c WHERE " +
+			strings.NewReplacer("ns =", "c.ns =", "scope_t", "c.scope_t", "scope_u", "c.scope_u", "id_hash", "c.id_hash").Replace(w) +
+			" AND (c.scope_u, c.convno / " + strconv.Itoa(postGroup) + ") IN (SELECT DISTINCT scope_u, grp FROM t)))"
 		r.dated[l] = "SELECT c.id_key, d.data FROM " + r.days + " d JOIN " + r.conv + " c ON c.id_hash = d.id_hash AND c.ns = d.ns WHERE " +
 			strings.NewReplacer("ns =", "d.ns =", "scope_t", "d.scope_t", "scope_u", "d.scope_u", "id_hash", "d.id_hash").Replace(w) +
 			" AND d.day >= " + next(1) + " AND d.day <= " + next(2)
 	}
 	return r
+}
+
+// Posting rows (version 5). The postings of a user's conversations are
+// kept in groups: conversation n of a user (its number, r.conv's convno,
+// given when it is first indexed: one more than the user's greatest)
+// is in group n / postGroup, and a posting row holds a term's postings
+// of one group's conversations in one chunk (indexkit.ChunkSize of each
+// conversation's messages), each entry postEntrySize bytes: the
+// conversation's number, the message's Seq and the term's count, all
+// big-endian. A user's search reads a row per term and group that has
+// it, not per conversation: a user with a thousand conversations that
+// all hold a query's words costs a thousand-odd rows of its postings
+// instead of thirteen thousand, on pages of their own. Appends to one
+// user's conversations share its rows, so every write of a user's index
+// rows takes the user's advisory lock (userLock) after the identities'.
+const (
+	postGroup     = 8
+	postEntrySize = 4 + 8 + 4
+)
+
+// groupEntries converts indexkit postings (Seq and count, little-endian)
+// of conversation convno into posting-row entries.
+func groupEntries(data []byte, convno int32) []byte {
+	n := len(data) / 12
+	out := make([]byte, 0, n*postEntrySize)
+	for i := 0; i+12 <= len(data); i += 12 {
+		out = binary.BigEndian.AppendUint32(out, uint32(convno))
+		out = binary.BigEndian.AppendUint64(out, binary.LittleEndian.Uint64(data[i:]))
+		out = binary.BigEndian.AppendUint32(out, binary.LittleEndian.Uint32(data[i+8:]))
+	}
+	return out
+}
+
+// userLock is the advisory lock of the index rows of k's user.
+func (s *Store) userLock(k ident) int64 {
+	i := strings.IndexByte(k.key, ':')
+	j := i + 1 + strings.IndexByte(k.key[i+1:], ':')
+	return lockKey("recall-user", s.prefix, k.key[:j+1])
+}
+
+// lockUser takes, in tx, k's identity lock, then its user's lock.
+func (s *Store) lockUser(ctx context.Context, tx pgx.Tx, k ident) error {
+	for _, l := range []int64{s.identityLock(k), s.userLock(k)} {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// userLocks returns the user locks of keys, sorted (the order every
+// transaction takes them in, after the identities' locks).
+func (s *Store) userLocks(ks []ident) []int64 {
+	out := make([]int64, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, s.userLock(k))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // WithRecallIndex turns on the recall index of the tables under the
@@ -306,8 +426,11 @@ func (s *Store) indexTurnedOn(err error) bool {
 
 // indexRows queues in b the statements that append w's entries (and the
 // days of the units it opened, whose Seqs are among seqs, dated at) to
-// the rows of k in namespace ns, then the state st.
-func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, w indexkit.Writes, seqs []int64, at []time.Time, st indexkit.Conv) {
+// the rows of k, conversation number convno of its user, in namespace
+// ns, then the state st. Its postings go to posts when it is not nil
+// (queued by its queue, with other conversations' of a transaction),
+// else at once.
+func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, convno int32, w indexkit.Writes, seqs []int64, at []time.Time, st indexkit.Conv, posts *postRows) {
 	r := &s.q.recall
 	t, u := scopeHashes(k.key)
 	if len(w.Units) > 0 {
@@ -318,11 +441,14 @@ func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, w indexkit.Writes, s
 		b.Queue(r.upUnits, k.hash, ns, chunks, data)
 	}
 	if len(w.Terms) > 0 {
-		terms, chunks, data := make([]string, len(w.Terms)), make([]int64, len(w.Terms)), make([][]byte, len(w.Terms))
-		for i, c := range w.Terms {
-			terms[i], chunks[i], data[i] = c.Term, c.Chunk, c.Data
+		own := posts
+		if own == nil {
+			own = &postRows{}
 		}
-		b.Queue(r.upTerms, ns, t, u, k.hash, terms, chunks, data)
+		own.add(ns, t, u, convno, w.Terms)
+		if posts == nil {
+			own.queue(b, r.upPosts)
+		}
 	}
 	if rows := indexkit.DayRows(w.Opened, seqs, at); len(rows) > 0 {
 		days, chunks, data := make([]int32, len(rows)), make([]int64, len(rows)), make([][]byte, len(rows))
@@ -332,7 +458,104 @@ func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, w indexkit.Writes, s
 		b.Queue(r.upDays, ns, t, u, k.hash, days, chunks, data)
 	}
 	state, _ := st.MarshalBinary()
-	b.Queue(r.writeState, k.hash, ns, t, u, k.key, state)
+	b.Queue(r.writeState, k.hash, ns, t, u, k.key, state, convno)
+}
+
+// postRows gathers the postings a transaction appends, by posting row,
+// so that each row is written once by one statement per group however
+// many of the group's conversations the transaction indexes (a row
+// updated again in one transaction leaves a dead version each time).
+type postRows struct {
+	groups []*postGroupRows
+	byKey  map[string]*postGroupRows
+}
+
+// postGroupRows are one group's rows of a transaction.
+type postGroupRows struct {
+	ns     string
+	t, u   []byte
+	grp    int32
+	terms  []string
+	chunks []int64
+	data   [][]byte
+	at     map[termChunk]int
+}
+
+// termChunk names a posting row of a group.
+type termChunk struct {
+	term  string
+	chunk int64
+}
+
+// add adds the postings of conversation convno of the user with scope
+// hashes t and u.
+func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.TermChunk) {
+	key := ns + "\x00" + string(u) + "\x00" + strconv.Itoa(int(convno/postGroup))
+	g := p.byKey[key]
+	if g == nil {
+		if p.byKey == nil {
+			p.byKey = map[string]*postGroupRows{}
+		}
+		g = &postGroupRows{ns: ns, t: t, u: u, grp: convno / postGroup, at: map[termChunk]int{}}
+		p.byKey[key] = g
+		p.groups = append(p.groups, g)
+	}
+	for _, c := range terms {
+		k := termChunk{c.Term, c.Chunk}
+		i, ok := g.at[k]
+		if !ok {
+			i = len(g.terms)
+			g.at[k] = i
+			g.terms, g.chunks, g.data = append(g.terms, c.Term), append(g.chunks, c.Chunk), append(g.data, nil)
+		}
+		g.data[i] = append(g.data[i], groupEntries(c.Data, convno)...)
+	}
+}
+
+// queue queues the statements (upPosts) that append the rows gathered.
+func (p *postRows) queue(b *pgx.Batch, upPosts string) {
+	for _, g := range p.groups {
+		b.Queue(upPosts, g.ns, g.t, g.u, g.grp, g.terms, g.chunks, g.data)
+	}
+	p.groups, p.byKey = nil, nil
+}
+
+// convNumber returns k's number in its user (namespace ns): its index
+// row's, else a new one (newConvNumber), read through q; the caller holds
+// the user's lock.
+func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
+	var n *int32
+	err := scanOne(ctx, q, "SELECT convno FROM "+s.q.recall.conv+" WHERE id_hash = $1 AND ns = $2", []any{k.hash, ns}, &n)
+	if err == nil && n != nil {
+		return *n, nil
+	}
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("recall index: reading the number of %s: %w", k.key, err)
+	}
+	return s.newConvNumber(ctx, q, ns, k, next)
+}
+
+// newConvNumber gives k a number in its user (namespace ns): one more
+// than the greatest of the user's conversations (0 for its first), read
+// through q, or than the last given in this transaction (next, by user).
+func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
+	t, u := scopeHashes(k.key)
+	n, ok := next[string(u)]
+	if !ok {
+		var got int64
+		if err := scanOne(ctx, q, s.q.recall.nextConv, []any{ns, t, u}, &got); err != nil {
+			return 0, fmt.Errorf("recall index: numbering %s: %w", k.key, err)
+		}
+		if got > math.MaxInt32 {
+			got = math.MaxInt32
+		}
+		n = int32(got)
+	}
+	if n == math.MaxInt32 {
+		return 0, fmt.Errorf("recall index: numbering %s: its user has %d conversations numbered, as many as the index holds", k.key, n)
+	}
+	next[string(u)] = n + 1
+	return n, nil
 }
 
 // indexPart is one identity's messages of an indexed append.
@@ -353,7 +576,11 @@ type indexPart struct {
 func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexPart, at time.Time) error {
 	return s.writeTx(ctx, func(conn *pgx.Conn, b *pgx.Batch) (func(b *pgx.Batch) error, error) {
 		r := &s.q.recall
-		for _, l := range locks {
+		keys := make([]ident, len(parts))
+		for i, p := range parts {
+			keys[i] = p.k
+		}
+		for _, l := range append(slices.Clone(locks), s.userLocks(keys)...) {
 			b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 		}
 		var on bool
@@ -365,6 +592,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 		type conv struct {
 			k      ident
 			state  []byte
+			convno *int32
 			count  int64
 			seqs   []int64
 			msgs   []indexkit.Message
@@ -381,7 +609,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 			convs = append(convs, c)
 			b.Queue(r.readState, p.k.hash, s.ns).Query(func(rows pgx.Rows) error {
 				for rows.Next() {
-					if err := rows.Scan(&c.state); err != nil {
+					if err := rows.Scan(&c.state, &c.convno); err != nil {
 						return err
 					}
 				}
@@ -435,22 +663,39 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 			if !on {
 				return nil
 			}
+			// The numbers given in this transaction, by user: the next.
+			next := map[string]int32{}
+			var posts postRows
+			defer posts.queue(b, r.upPosts)
 			for _, c := range convs {
 				if len(c.seqs) == 0 || derivedKey(c.k.key) {
 					continue
 				}
 				var st indexkit.Conv
+				var convno int32
 				switch {
 				case c.state == nil && c.count > 0:
 					// Stored before the index: the backfill's.
 					continue
 				case c.state == nil:
 					st = indexkit.NewConv()
+					var err error
+					if convno, err = s.newConvNumber(ctx, conn, s.ns, c.k, next); err != nil {
+						return err
+					}
+				case c.convno == nil:
+					// A state with no number (not written by this
+					// version): indexed afresh.
+					if err := s.reindex(ctx, conn, b, s.ns, c.k, next); err != nil {
+						return err
+					}
+					continue
 				default:
+					convno = *c.convno
 					if err := st.UnmarshalBinary(c.state); err != nil {
 						// A state that does not decode is rebuilt from the
 						// messages, the new ones included.
-						if err := s.reindex(ctx, conn, b, s.ns, c.k); err != nil {
+						if err := s.reindex(ctx, conn, b, s.ns, c.k, next); err != nil {
 							return err
 						}
 						continue
@@ -464,7 +709,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 				for i := range times {
 					times[i] = at
 				}
-				s.indexRows(b, s.ns, c.k, w, c.seqs, times, st)
+				s.indexRows(b, s.ns, c.k, convno, w, c.seqs, times, st, &posts)
 			}
 			return nil
 		}, nil
@@ -568,7 +813,8 @@ func (s *Store) indexed(ctx context.Context, tx querier, k ident) (on bool, st i
 	}
 	var data []byte
 	found := false
-	if err := scanOne(ctx, tx, r.readState, []any{k.hash, s.ns}, &data); err == nil {
+	var convno *int32
+	if err := scanOne(ctx, tx, r.readState, []any{k.hash, s.ns}, &data, &convno); err == nil {
 		found = true
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return true, st, false, fmt.Errorf("recall index: reading the state of %s: %w", k.key, err)
@@ -611,12 +857,23 @@ func scanOne(ctx context.Context, q querier, query string, args []any, dest ...a
 // afresh, in namespace ns (read now through q, in the transaction): Rewrite, a corrupt
 // index, and the backfill. A stored message that does not decode is left
 // out (it cannot be shown either).
-func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident) error {
+func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident, next map[string]int32) error {
+	if derivedKey(k.key) {
+		for _, d := range s.q.recall.deleteConv {
+			b.Queue(d, k.hash, ns)
+		}
+		return nil // never indexed: its messages are not read
+	}
+	if next == nil {
+		next = map[string]int32{}
+	}
+	// Its number, kept (read before the deletes below run).
+	convno, err := s.convNumber(ctx, q, ns, k, next)
+	if err != nil {
+		return err
+	}
 	for _, d := range s.q.recall.deleteConv {
 		b.Queue(d, k.hash, ns)
-	}
-	if derivedKey(k.key) {
-		return nil // never indexed: its messages are not read
 	}
 	id, err := memstack.ParseKey(k.key)
 	if err != nil {
@@ -645,7 +902,7 @@ func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string,
 	if err != nil {
 		return fmt.Errorf("recall index: %w", err)
 	}
-	s.indexRows(b, ns, k, w, seqs, at, st)
+	s.indexRows(b, ns, k, convno, w, seqs, at, st, nil)
 	return nil
 }
 
@@ -667,7 +924,7 @@ func (s *Store) trimIndex(ctx context.Context, tx pgx.Tx, k ident, st indexkit.C
 	err := s.trimIndexRows(ctx, tx, b, k, st, through)
 	if errors.Is(err, store.ErrCorrupt) {
 		b = &pgx.Batch{}
-		err = s.reindex(ctx, tx, b, s.ns, k)
+		err = s.reindex(ctx, tx, b, s.ns, k, nil)
 	}
 	if err != nil {
 		return err
@@ -677,18 +934,26 @@ func (s *Store) trimIndex(ctx context.Context, tx pgx.Tx, k ident, st indexkit.C
 
 func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k ident, st indexkit.Conv, through int64) error {
 	r := &s.q.recall
+	convno, err := s.convNumber(ctx, tx, s.ns, k, map[string]int32{})
+	if err != nil {
+		return err
+	}
 	chunks, err := blobs[int64](ctx, tx, r.unitChunks, k.hash, s.ns)
 	if err != nil {
 		return fmt.Errorf("recall index: reading unit entries: %w", err)
 	}
 	var all []byte
 	emptied, prefix := int64(-1), true
+	last := int64(-1) // the last chunk the removal changed
 	for _, c := range chunks {
 		kept, err := indexkit.DropThrough(c.data, false, through)
 		if err != nil {
 			return fmt.Errorf("%w: recall index of %s, chunk %d: %w", errCorruptIndex, k.key, c.key, err)
 		}
 		all = append(all, kept...)
+		if len(kept) != len(c.data) {
+			last = max(last, c.key)
+		}
 		switch {
 		case len(kept) == len(c.data):
 			prefix = false
@@ -703,27 +968,15 @@ func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k id
 		} else {
 			b.Queue(r.setUnits, k.hash, s.ns, c.key, kept)
 		}
-		terms, err := blobs[string](ctx, tx, r.termsOfChunk, k.hash, s.ns, c.key)
-		if err != nil {
-			return fmt.Errorf("recall index: reading postings: %w", err)
-		}
-		for _, t := range terms {
-			left, err := indexkit.DropThrough(t.data, true, through)
-			if err != nil {
-				return fmt.Errorf("%w: recall index of %s, term %q: %w", errCorruptIndex, k.key, t.key, err)
-			}
-			switch {
-			case len(left) == len(t.data):
-			case len(left) == 0:
-				b.Queue(r.deleteTerm, k.hash, s.ns, c.key, t.key)
-			default:
-				b.Queue(r.setTerm, k.hash, s.ns, c.key, t.key, left)
-			}
-		}
 	}
 	if emptied >= 0 {
-		for _, d := range r.deleteThrough {
-			b.Queue(d, k.hash, s.ns, emptied)
+		b.Queue(r.deleteThrough, k.hash, s.ns, emptied)
+	}
+	if last >= 0 {
+		// Its postings of the messages removed, out of its group's rows
+		// of the chunks they were in.
+		for _, q := range r.trimPosts {
+			b.Queue(q, k.hash, s.ns, through, last)
 		}
 	}
 	b.Queue(r.deleteDays, k.hash, s.ns, (through+1)/indexkit.DaySeqs)
@@ -753,7 +1006,7 @@ func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k id
 			w.Opened, seqs, at = []indexkit.Opened{first}, []int64{first.Seq}, []time.Time{rec.Time}
 		}
 	}
-	s.indexRows(b, s.ns, k, w, seqs, at, st)
+	s.indexRows(b, s.ns, k, convno, w, seqs, at, st, nil)
 	return nil
 }
 
@@ -787,7 +1040,7 @@ func blobs[K any](ctx context.Context, q querier, query string, args ...any) ([]
 func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, through int64, more func(b *pgx.Batch), appends, rebuild bool) (int64, error) {
 	var removed int64
 	err := s.interactive(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.identityLock(k)); err != nil {
+		if err := s.lockUser(ctx, tx, k); err != nil {
 			return err
 		}
 		on, st, ok, err := s.indexed(ctx, tx, k)
@@ -813,7 +1066,7 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 		}
 		if rebuild || corrupt {
 			b := &pgx.Batch{}
-			if err := s.reindex(ctx, tx, b, s.ns, k); err != nil {
+			if err := s.reindex(ctx, tx, b, s.ns, k, nil); err != nil {
 				return err
 			}
 			return sendAll(ctx, tx, b)
@@ -828,7 +1081,13 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 
 // queueDeleteIndex queues the deletes of k's index rows: in this store's
 // namespace (Clear), or in every namespace (Forget).
+//
+// The user's lock comes first: its conversations' postings share rows.
+// (It follows the identities' locks of the transaction, which the caller
+// queued before: a caller with several identities, ForgetScope, queues
+// their users' locks, sorted, before this.)
 func (s *Store) queueDeleteIndex(b *pgx.Batch, k ident, everyNamespace bool) {
+	b.Queue("SELECT pg_advisory_xact_lock($1)", s.userLock(k))
 	if everyNamespace {
 		for _, d := range s.q.recall.deleteAll {
 			b.Queue(d, k.hash)
@@ -887,11 +1146,12 @@ func (s *Store) backfill(ctx context.Context) error {
 		for _, c := range got {
 			k := identOfKey(c.key)
 			err := s.interactive(ctx, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.identityLock(k)); err != nil {
+				if err := s.lockUser(ctx, tx, k); err != nil {
 					return err
 				}
 				var state []byte
-				err := scanOne(ctx, tx, r.readState, []any{k.hash, c.ns}, &state)
+				var convno *int32
+				err := scanOne(ctx, tx, r.readState, []any{k.hash, c.ns}, &state, &convno)
 				if err == nil {
 					return nil // indexed meanwhile
 				}
@@ -907,7 +1167,7 @@ func (s *Store) backfill(ctx context.Context) error {
 					return err
 				}
 				b := &pgx.Batch{}
-				if err := s.reindex(ctx, tx, b, c.ns, k); err != nil {
+				if err := s.reindex(ctx, tx, b, c.ns, k, nil); err != nil {
 					return err
 				}
 				return sendAll(ctx, tx, b)
@@ -1065,19 +1325,31 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 		at[t] = i
 	}
 	convs := map[string]*indexkit.ConvData{} // by id_hash
+	type numbered struct {
+		user   string // scope_u
+		convno int32
+	}
+	byNumber := map[numbered]*indexkit.ConvData{}
 	var order []string
 	var corrupt error
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	b.Queue(r.searchConvs[level], convArgs...).Query(func(rows pgx.Rows) error {
-		var hash, state []byte
+		var hash, state, user []byte
 		var key string
-		_, err := pgx.ForEachRow(rows, []any{&hash, &key, &state}, func() error {
+		var convno *int32
+		_, err := pgx.ForEachRow(rows, []any{&hash, &key, &state, &convno, &user}, func() error {
 			d := &indexkit.ConvData{ID: key, Postings: make([][]byte, len(q.Terms))}
 			if err := d.State.UnmarshalBinary(state); err != nil && corrupt == nil {
 				corrupt = fmt.Errorf("%w: recall index: the state of %s: %w", errCorruptIndex, key, err)
 			}
+			if convno == nil && corrupt == nil {
+				corrupt = fmt.Errorf("%w: recall index: %s has no number", errCorruptIndex, key)
+			}
 			convs[string(hash)] = d
+			if convno != nil {
+				byNumber[numbered{string(user), *convno}] = d
+			}
 			order = append(order, string(hash))
 			return nil
 		})
@@ -1085,15 +1357,38 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 	})
 	b.Queue(r.searchRows[level], termArgs...).Query(func(rows pgx.Rows) error {
 		defer rows.Close()
-		add := func(term, hash, data []byte, unit bool) {
-			d := convs[string(hash)]
-			switch {
-			case d == nil:
-			case unit:
-				d.Units = append(d.Units, data...)
-			default:
-				if i, ok := at[string(term)]; ok {
-					d.Postings[i] = append(d.Postings[i], data...)
+		// A posting row's entries go to their conversations (a
+		// conversation-scoped search reads its group's rows: the others'
+		// entries are skipped), each as indexkit's posting: Seq and count,
+		// little-endian.
+		add := func(term, second, data []byte, unit bool) {
+			if unit {
+				if d := convs[string(second)]; d != nil {
+					d.Units = append(d.Units, data...)
+				}
+				return
+			}
+			i, ok := at[string(term)]
+			if !ok {
+				return
+			}
+			if len(data)%postEntrySize != 0 {
+				if corrupt == nil {
+					corrupt = fmt.Errorf("%w: recall index: a posting row of %d bytes, not a multiple of %d", errCorruptIndex, len(data), postEntrySize)
+				}
+				return
+			}
+			key := numbered{user: string(second)}
+			var d *indexkit.ConvData
+			for j := 0; j < len(data); j += postEntrySize {
+				// Entries come in runs of one conversation's.
+				if n := int32(binary.BigEndian.Uint32(data[j:])); j == 0 || n != key.convno {
+					key.convno = n
+					d = byNumber[key]
+				}
+				if d != nil {
+					d.Postings[i] = binary.LittleEndian.AppendUint64(d.Postings[i], binary.BigEndian.Uint64(data[j+4:]))
+					d.Postings[i] = binary.LittleEndian.AppendUint32(d.Postings[i], binary.BigEndian.Uint32(data[j+12:]))
 				}
 			}
 		}
@@ -1103,17 +1398,17 @@ func (s *Store) searchRecall(ctx context.Context, level int, args []any, q index
 		fd := rows.FieldDescriptions()
 		raw := len(fd) == 3 && fd[1].Format == pgx.BinaryFormatCode && fd[2].Format == pgx.BinaryFormatCode
 		var term pgtype.Text
-		var hash, data []byte
+		var second, data []byte
 		for rows.Next() {
 			if raw {
 				v := rows.RawValues()
 				add(v[0], v[1], v[2], v[0] == nil)
 				continue
 			}
-			if err := rows.Scan(&term, &hash, &data); err != nil {
+			if err := rows.Scan(&term, &second, &data); err != nil {
 				return err
 			}
-			add([]byte(term.String), hash, data, !term.Valid)
+			add([]byte(term.String), second, data, !term.Valid)
 		}
 		return rows.Err()
 	})

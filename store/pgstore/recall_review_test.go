@@ -6,10 +6,13 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -257,85 +260,81 @@ func TestRecallBackfillResurrectsForgotten(t *testing.T) {
 // afresh.
 func TestRecallRandomOpsMatchFreshIndex(t *testing.T) {
 	for seed := range uint64(4) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, seed, 3, 1) })
 	}
 }
 
-func randomOps(t *testing.T, seed uint64) {
+// TestRecallConcurrentOpsMatchFreshIndex is the same with the writes of
+// four goroutines at once, over users of more conversations than a
+// posting group holds (their conversations' postings share rows): the
+// index searches as the same messages indexed afresh, and holds exactly
+// their postings — none of a conversation cleared, forgotten or cut,
+// none lost.
+func TestRecallConcurrentOpsMatchFreshIndex(t *testing.T) {
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, 10+seed, 11, 4) })
+	}
+}
+
+// postingSet is every posting the recall index's rows under prefix hold:
+// term, conversation, Seq and count.
+func postingSet(t *testing.T, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	pool := rawPool(t)
+	type num struct {
+		user   string
+		convno int32
+	}
+	keys := map[num]string{}
+	rows, err := pool.Query(ctx, "SELECT scope_u, convno, id_key FROM "+pgx.Identifier{prefix + "recall_conv"}.Sanitize())
+	require.NoError(t, err)
+	var u []byte
+	var n int32
+	var key string
+	_, err = pgx.ForEachRow(rows, []any{&u, &n, &key}, func() error {
+		keys[num{string(u), n}] = key
+		return nil
+	})
+	require.NoError(t, err)
+	rows, err = pool.Query(ctx, "SELECT term, scope_u, data FROM "+pgx.Identifier{prefix + "recall_posts"}.Sanitize())
+	require.NoError(t, err)
+	var term string
+	var data []byte
+	var out []string
+	_, err = pgx.ForEachRow(rows, []any{&term, &u, &data}, func() error {
+		require.Zero(t, len(data)%16, "a posting row of %d bytes", len(data))
+		for i := 0; i < len(data); i += 16 {
+			k, ok := keys[num{string(u), int32(binary.BigEndian.Uint32(data[i:]))}]
+			require.True(t, ok, "a posting of term %q of no conversation indexed", term)
+			out = append(out, fmt.Sprintf("%s %s %d %d", term, k, binary.BigEndian.Uint64(data[i+4:]), binary.BigEndian.Uint32(data[i+12:])))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	slices.Sort(out)
+	return out
+}
+
+func randomOps(t *testing.T, seed uint64, convsPer, workers int) {
 	ctx := context.Background()
 	prefix := freshPrefix("randops")
 	b := open(t, pgstore.WithTablePrefix(prefix)) // last sees the index off: its first write meets the guard
 	a := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
 	words := []string{"invoice", "refund", "paris", "hotel", "battery", "charger", "seat", "window", "visa", "passport"}
-	rng := newRng(seed)
 	var ids []memstack.Identity
 	for u := range 3 {
-		for c := range 3 {
+		for c := range convsPer {
 			ids = append(ids, memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)})
 		}
 	}
-	text := func() string {
-		n := 1 + rng.IntN(5)
-		var p []string
-		for range n {
-			p = append(p, words[rng.IntN(len(words))])
-		}
-		return strings.Join(p, " ")
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { randomWrites(t, a, b, ids, words, newRng(seed*100+uint64(w)), 300/workers) })
 	}
-	msgs := func() []llms.ChatMessage {
-		var out []llms.ChatMessage
-		for range 1 + rng.IntN(3) {
-			switch rng.IntN(6) {
-			case 0:
-				out = append(out, llms.SystemChatMessage{Content: text()})
-			case 1, 2:
-				out = append(out, llms.AIChatMessage{Content: text()})
-			default:
-				out = append(out, llms.HumanChatMessage{Content: text()})
-			}
-		}
-		return out
-	}
-	for i := range 300 {
-		s := a
-		if rng.IntN(2) == 0 {
-			s = b
-		}
-		id := ids[rng.IntN(len(ids))]
-		switch op := rng.IntN(20); {
-		case op < 8:
-			c := ctx
-			if rng.IntN(2) == 0 {
-				c = store.WithAppendKey(ctx, fmt.Sprint("k", rng.IntN(10)))
-			}
-			require.NoError(t, s.Append(c, id, msgs()...), "op %d", i)
-		case op < 12:
-			id2 := ids[rng.IntN(len(ids))]
-			require.NoError(t, s.AppendBatches(ctx,
-				store.Batch{ID: id, Messages: msgs()},
-				store.Batch{ID: id2, Messages: msgs(), Key: fmt.Sprint("b", rng.IntN(5))},
-				store.Batch{ID: id, Messages: msgs()}), "op %d", i)
-		case op < 15:
-			recs, err := s.All(ctx, id)
-			require.NoError(t, err)
-			if len(recs) > 0 {
-				_, err = s.RemovePrefix(ctx, id, recs[rng.IntN(len(recs))].Seq)
-				require.NoError(t, err)
-			}
-		case op < 17:
-			recs, err := s.All(ctx, id)
-			require.NoError(t, err)
-			var through int64
-			if len(recs) > 0 {
-				through = recs[rng.IntN(len(recs))].Seq
-			}
-			_, err = s.Rewrite(ctx, id, through, rng.IntN(2) == 0, msgs()...)
-			require.NoError(t, err)
-		case op < 19:
-			require.NoError(t, s.Clear(ctx, id))
-		default:
-			require.NoError(t, s.Forget(ctx, id))
-		}
+	wg.Wait()
+	if t.Failed() {
+		return
 	}
 	search := func(s *pgstore.Store) []store.RecallHit {
 		var out []store.RecallHit
@@ -359,12 +358,102 @@ func randomOps(t *testing.T, seed uint64) {
 	}
 	got := search(a)
 	require.NotEmpty(t, got)
+	held := postingSet(t, prefix)
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())
 	makeV3(t, prefix)
 	c := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
 	waitReady(t, c)
 	assert.Equal(t, search(c), got)
+	assert.Equal(t, postingSet(t, prefix), held, "the postings the index held, and the same messages' indexed afresh")
+}
+
+// randomWrites runs n random writes through a and b (see
+// TestRecallRandomOpsMatchFreshIndex).
+// randomWrites runs n random writes through a and b (see
+// TestRecallRandomOpsMatchFreshIndex).
+func randomWrites(t *testing.T, a, b *pgstore.Store, ids []memstack.Identity, words []string, rng *rand.Rand, n int) {
+	ctx := context.Background()
+	// Run in goroutines of their own: a failure is reported (assert), and
+	// ends the writes.
+	ok := func(err error, what ...any) bool { return assert.NoError(t, err, what...) }
+	text := func() string {
+		n := 1 + rng.IntN(5)
+		var p []string
+		for range n {
+			p = append(p, words[rng.IntN(len(words))])
+		}
+		return strings.Join(p, " ")
+	}
+	msgs := func() []llms.ChatMessage {
+		var out []llms.ChatMessage
+		for range 1 + rng.IntN(3) {
+			switch rng.IntN(6) {
+			case 0:
+				out = append(out, llms.SystemChatMessage{Content: text()})
+			case 1, 2:
+				out = append(out, llms.AIChatMessage{Content: text()})
+			default:
+				out = append(out, llms.HumanChatMessage{Content: text()})
+			}
+		}
+		return out
+	}
+	for i := range n {
+		s := a
+		if rng.IntN(2) == 0 {
+			s = b
+		}
+		id := ids[rng.IntN(len(ids))]
+		switch op := rng.IntN(20); {
+		case op < 8:
+			c := ctx
+			if rng.IntN(2) == 0 {
+				c = store.WithAppendKey(ctx, fmt.Sprint("k", rng.IntN(10)))
+			}
+			if !ok(s.Append(c, id, msgs()...), "op %d", i) {
+				return
+			}
+		case op < 12:
+			id2 := ids[rng.IntN(len(ids))]
+			if !ok(s.AppendBatches(ctx,
+				store.Batch{ID: id, Messages: msgs()},
+				store.Batch{ID: id2, Messages: msgs(), Key: fmt.Sprint("b", rng.IntN(5))},
+				store.Batch{ID: id, Messages: msgs()}), "op %d", i) {
+				return
+			}
+		case op < 15:
+			recs, err := s.All(ctx, id)
+			if !ok(err) {
+				return
+			}
+			if len(recs) > 0 {
+				if _, err = s.RemovePrefix(ctx, id, recs[rng.IntN(len(recs))].Seq); !ok(err, "op %d", i) {
+					return
+				}
+			}
+		case op < 17:
+			recs, err := s.All(ctx, id)
+			if !ok(err) {
+				return
+			}
+			var through int64
+			if len(recs) > 0 {
+				through = recs[rng.IntN(len(recs))].Seq
+			}
+			if _, err = s.Rewrite(ctx, id, through, rng.IntN(2) == 0, msgs()...); !ok(err, "op %d", i) {
+				return
+			}
+		case op < 19:
+			if !ok(s.Clear(ctx, id), "op %d", i) {
+				return
+			}
+		default:
+			if !ok(s.Forget(ctx, id), "op %d", i) {
+				return
+			}
+		}
+	}
 }
 
 func newRng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
@@ -386,4 +475,44 @@ func TestRecallEmptyRewriteLeavesIndexRow(t *testing.T) {
 	var left int
 	require.NoError(t, rawPool(t).QueryRow(ctx, "SELECT count(*) FROM "+recallTables(prefix)[0]).Scan(&left))
 	assert.Zero(t, left, "index rows of an identity with nothing stored, after ForgetScope of its user")
+}
+
+// TestRecallNewConversationsAtOnce: a user's conversations first indexed
+// at the same moment, from several Stores, get numbers of their own (the
+// user's lock orders them), so each one's postings stay its own.
+func TestRecallNewConversationsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("newconvs")
+	var stores []*pgstore.Store
+	for range 4 {
+		stores = append(stores, open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex()))
+	}
+	waitReady(t, stores[0])
+	const n = 24
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			id := memstack.Identity{Tenant: "acme", User: "ana", Conversation: fmt.Sprint("c", i)}
+			assert.NoError(t, stores[i%len(stores)].Append(ctx, id, llms.HumanChatMessage{Content: fmt.Sprintf("word%d shared", i)}))
+		})
+	}
+	close(start)
+	wg.Wait()
+	var numbers []int32
+	rows, err := rawPool(t).Query(ctx, "SELECT convno FROM "+pgx.Identifier{prefix + "recall_conv"}.Sanitize())
+	require.NoError(t, err)
+	numbers, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	slices.Sort(numbers)
+	require.Len(t, numbers, n)
+	assert.Len(t, slices.Compact(numbers), n, "every conversation a number of its own: %v", numbers)
+	for i := range n {
+		id := memstack.Identity{Tenant: "acme", User: "ana", Conversation: fmt.Sprint("c", i)}
+		hits, err := stores[0].SearchRecall(ctx, store.RecallScope{Conversation: &id}, indexkit.Query{Terms: indexkit.QueryTerms("shared"), K: 5})
+		require.NoError(t, err)
+		require.Len(t, hits, 1, "conversation %d finds its own message only", i)
+		assert.Equal(t, id, hits[0].ID)
+	}
 }

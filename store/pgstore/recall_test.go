@@ -35,7 +35,7 @@ func rawPool(t *testing.T) *pgxpool.Pool {
 // recallTables are the recall index's tables under prefix.
 func recallTables(prefix string) []string {
 	var out []string
-	for _, t := range []string{"recall_conv", "recall_units", "recall_terms", "recall_days"} {
+	for _, t := range []string{"recall_conv", "recall_units", "recall_posts", "recall_days"} {
 		out = append(out, pgx.Identifier{prefix + t}.Sanitize())
 	}
 	return out
@@ -345,4 +345,66 @@ func TestRecallSearchInEveryQueryMode(t *testing.T) {
 		assert.Equal(t, want, got, mode)
 		_ = s.Close()
 	}
+}
+
+// makeV4 turns tables written by this build, with the recall index on and
+// complete, into tables of schema version 4 with the same messages and an
+// index kept the version-4 way (its postings by conversation: here one
+// row, the migration reads none of them).
+func makeV4(t *testing.T, prefix string) {
+	t.Helper()
+	pool := rawPool(t)
+	name := func(s string) string { return pgx.Identifier{prefix + s}.Sanitize() }
+	for _, q := range []string{
+		"DROP TABLE " + name("recall_posts"),
+		"ALTER TABLE " + name("recall_conv") + " DROP COLUMN convno",
+		"CREATE TABLE " + name("recall_terms") + ` (ns text NOT NULL, term text COLLATE "C" NOT NULL, scope_t bytea NOT NULL, scope_u bytea NOT NULL,
+	id_hash bytea NOT NULL, chunk bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (ns, term, scope_t, scope_u, id_hash, chunk))`,
+		"CREATE INDEX " + name("recall_terms_conv") + " ON " + name("recall_terms") + " (id_hash, ns, chunk)",
+		"INSERT INTO " + name("recall_terms") + " SELECT ns, 'invoic', scope_t, scope_u, id_hash, 0, '\\x'::bytea FROM " + name("recall_conv") + " LIMIT 1",
+		"UPDATE " + name("schema") + " SET version = 4",
+	} {
+		_, err := pool.Exec(context.Background(), q)
+		require.NoError(t, err, q)
+	}
+}
+
+// TestRecallMigratesVersion4: tables of schema version 4 with the index
+// on are migrated to version 5 by Open — the conversations' postings
+// table gives way to the groups' — and their index is rebuilt from the
+// messages by the backfill, after which every search finds exactly what
+// the same tables indexed as they were written find; appends go on
+// meanwhile.
+func TestRecallMigratesVersion4(t *testing.T) {
+	ctx := context.Background()
+	prefix := freshPrefix("v4")
+	s := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
+	waitReady(t, s)
+	var users []string
+	var convs []memstack.Identity
+	words := []string{"invoice refund", "paris hotel", "battery charger", "seat window", "visa passport"}
+	// More conversations per user than a posting group holds.
+	for u := range 2 {
+		users = append(users, fmt.Sprint("u", u))
+		for c := range 11 {
+			id := memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)}
+			convs = append(convs, id)
+			for i := range 6 {
+				require.NoError(t, s.Append(ctx, id,
+					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d about %s", i, words[(u+c+i)%len(words)])},
+					llms.AIChatMessage{Content: fmt.Sprintf("answer %d: %s", i, words[(u*c+i)%len(words)])}))
+			}
+		}
+	}
+	written := searchAll(t, s, users, convs)
+	require.NotEmpty(t, written)
+	require.NoError(t, s.Close())
+	makeV4(t, prefix)
+
+	s = open(t, pgstore.WithTablePrefix(prefix))
+	admin := adminConn(t)
+	assert.Equal(t, pgstore.SchemaVersion, schemaVersion(t, admin, prefix))
+	assert.NotContains(t, tablesOf(t, admin, prefix), prefix+"recall_terms", "version 4's postings are dropped")
+	waitReady(t, s)
+	assert.Equal(t, written, searchAll(t, s, users, convs), "searches after the migration")
 }

@@ -17,8 +17,10 @@ import (
 // scope indexes that the Users methods read, 3 adds the messages' unit
 // column (append keys) and the indexes of append keys and of system
 // messages (Tail), 4 adds the recall index's tables (WithRecallIndex; see
-// the package documentation, The recall index).
-const SchemaVersion = 4
+// the package documentation, The recall index), 5 keeps the index's
+// postings by groups of a user's conversations (the index kept so far is
+// rebuilt from the messages by the backfill).
+const SchemaVersion = 5
 
 // ErrSchemaVersion is wrapped by the error of New and Open when the tables
 // under the table prefix are of a schema version this build cannot use:

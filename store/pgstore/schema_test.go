@@ -120,11 +120,11 @@ func tablesOf(t *testing.T, c *pgx.Conn, prefix string) []string {
 	return names
 }
 
-// recallTableNames are the recall index's tables (schema version 4),
+// recallTableNames are the recall index's tables (schema version 5),
 // without the prefix.
-var recallTableNames = []string{"recall_conv", "recall_units", "recall_terms", "recall_days", "recall_meta"}
+var recallTableNames = []string{"recall_conv", "recall_units", "recall_posts", "recall_days", "recall_meta"}
 
-// currentRelations is what schema version SchemaVersion (4) holds under
+// currentRelations is what schema version SchemaVersion (5) holds under
 // prefix.
 func currentRelations(prefix string) []string {
 	out := []string{}
@@ -134,8 +134,9 @@ func currentRelations(prefix string) []string {
 		"state", "state_pkey", "state_tenant", "state_user",
 		// Version 4: the recall index.
 		"recall_conv", "recall_conv_pkey", "recall_conv_scope", "recall_days", "recall_days_conv", "recall_days_pkey",
-		"recall_meta", "recall_meta_pkey", "recall_terms", "recall_terms_conv", "recall_terms_pkey",
-		"recall_units", "recall_units_pkey",
+		"recall_meta", "recall_meta_pkey", "recall_units", "recall_units_pkey",
+		// Version 5: postings by groups of a user's conversations.
+		"recall_posts", "recall_posts_group", "recall_posts_pkey",
 	} {
 		out = append(out, prefix+n)
 	}

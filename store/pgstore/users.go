@@ -419,11 +419,13 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 // never deadlock with each other or with a single identity's write.
 func (s *Store) queueLocks(b *pgx.Batch, chunk []scoped) {
 	locks := make([]int64, len(chunk))
+	keys := make([]ident, len(chunk))
 	for i, f := range chunk {
-		locks[i] = s.identityLock(f.k)
+		locks[i], keys[i] = s.identityLock(f.k), f.k
 	}
 	slices.Sort(locks)
-	for _, l := range slices.Compact(locks) {
+	// Then their users' locks (the recall index's: see userLock), sorted.
+	for _, l := range append(slices.Compact(locks), s.userLocks(keys)...) {
 		b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 	}
 }
