@@ -81,9 +81,12 @@
 // migration drops the index's rows, so an index that was on is rebuilt
 // from the messages by the background backfill (see The recall index),
 // and until it is done a Recall indexes in process. A build of version 4
-// still running on the tables fails its indexed writes (its table is
-// gone: the transaction stores nothing, and the caller gets the error);
-// upgrade every process. Every build names the columns it writes,
+// still running on the tables fails its Clear, Forget and ForgetScope,
+// with the index on or off, and its appends with the index on: their
+// statements name the table version 5 drops, so the transaction changes
+// nothing and the caller gets the error (its appends with the index off
+// still work). Stop every process of an older build before the first
+// Store of this one opens the tables. Every build names the columns it writes,
 // so a build of version 1 (which checks no version) or 2 keeps working on
 // newer tables during a rolling upgrade, and the indexes cover what it
 // writes; but a build before version 3 knows no append keys, so a turn it
@@ -223,7 +226,8 @@
 //
 // What it costs: with the index on an Append takes two round trips (the
 // messages, whose Seqs the server draws, and their entries) instead of
-// one and writes each message's postings (16 bytes per distinct term)
+// one — three for a conversation's first indexed append, which reads its
+// user's greatest conversation number in between — and writes each message's postings (16 bytes per distinct term)
 // into (term, chunk) rows by appending to them (bytea ||), so the bytes
 // it writes grow with its messages, not with the conversation; a Store
 // that last saw the index off appends in one round trip with a guard

@@ -191,7 +191,9 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup)
 		using := strings.Replace(of, " FROM ", " USING ", 1)
 		entries := " FROM generate_series(1, length(p.data), " + strconv.Itoa(postEntrySize) + ") AS e (i)"
-		gone := "substr(p.data, e.i, 4) = int4send(c.convno)" + drop
+		// An entry cut short (a row damaged outside the store) goes too,
+		// so Clear and Forget leave no bytes of the conversation's.
+		gone := "(length(p.data) - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(p.data, e.i, 4) = int4send(c.convno)" + drop + ")"
 		return []string{
 			"DELETE FROM " + r.posts + " p" + using + " AND NOT EXISTS (SELECT" + entries + " WHERE NOT (" + gone + "))",
 			"UPDATE " + r.posts + " p SET data = (SELECT string_agg(substr(p.data, e.i, " + strconv.Itoa(postEntrySize) + "), ''::bytea ORDER BY e.i)" + entries + " WHERE NOT (" + gone + "))" +
@@ -297,6 +299,14 @@ func (s *Store) userLock(k ident) int64 {
 	i := strings.IndexByte(k.key, ':')
 	j := i + 1 + strings.IndexByte(k.key[i+1:], ':')
 	return lockKey("recall-user", s.prefix, k.key[:j+1])
+}
+
+// lockUserIndex queues k's user's lock, after k's identity lock and
+// before any other lock or row the transaction takes (a bucket's row:
+// see ForgetScope, which takes its identities' locks, their users', then
+// the buckets'), so that no two writes wait for each other in a cycle.
+func (s *Store) lockUserIndex(b *pgx.Batch, k ident) {
+	b.Queue("SELECT pg_advisory_xact_lock($1)", s.userLock(k))
 }
 
 // lockUser takes, in tx, k's identity lock, then its user's lock.
@@ -1081,13 +1091,9 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 
 // queueDeleteIndex queues the deletes of k's index rows: in this store's
 // namespace (Clear), or in every namespace (Forget).
-//
-// The user's lock comes first: its conversations' postings share rows.
-// (It follows the identities' locks of the transaction, which the caller
-// queued before: a caller with several identities, ForgetScope, queues
-// their users' locks, sorted, before this.)
+// The caller holds k's user's lock (lockUserIndex, queueLocks): its
+// conversations' postings share rows.
 func (s *Store) queueDeleteIndex(b *pgx.Batch, k ident, everyNamespace bool) {
-	b.Queue("SELECT pg_advisory_xact_lock($1)", s.userLock(k))
 	if everyNamespace {
 		for _, d := range s.q.recall.deleteAll {
 			b.Queue(d, k.hash)
