@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/pgstore"
@@ -53,6 +55,9 @@ type storeBackend struct {
 	// minimal, if not nil, opens the same work done with the driver's
 	// minimal commands next to the store (see minimal.go).
 	minimal func(ctx context.Context, where string) (storetest.Workload, func(), error)
+	// settle, if not nil, brings tables just filled to the state a
+	// deployment's are in, before the user-recall loads are timed.
+	settle func(ctx context.Context, where string) error
 }
 
 var errNotInstalled = errors.New("not installed")
@@ -104,12 +109,14 @@ func storeBackends() []storeBackend {
 			server:  true,
 			open:    openPostgres(),
 			minimal: minimalPostgres,
+			settle:  analyzePostgres,
 		},
 		{
 			name:   backendPostgresRI,
 			setup:  "the same, with the recall index kept in the database (WithRecallIndex): a Recall searches it",
 			server: true,
 			open:   openPostgres(pgstore.WithRecallIndex()),
+			settle: analyzePostgres,
 		},
 	}
 }
@@ -189,7 +196,11 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 			row.windows = ws
 		}
 		if len(cfg.userConvs) > 0 {
-			us, err := measureUserRecall(ctx, s, cfg.userConvs, cfg.windowSamples)
+			var settle func(context.Context) error
+			if b.settle != nil {
+				settle = func(ctx context.Context) error { return b.settle(ctx, where) }
+			}
+			us, err := measureUserRecall(ctx, s, cfg.userConvs, cfg.windowSamples, settle)
 			if err != nil {
 				release()
 				return nil, fmt.Errorf("measuring user-level recall on the %s store: %w", b.name, err)
@@ -204,6 +215,20 @@ func runStores(ctx context.Context, cfg config, progress io.Writer) ([]storeRow,
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// analyzePostgres runs ANALYZE on the database at dsn: the planner's
+// statistics of tables just filled, which autovacuum's ANALYZE keeps as a
+// deployment's tables grow (before it runs, a table has none, and the
+// planner guesses).
+func analyzePostgres(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "ANALYZE")
+	return err
 }
 
 // openSQLite opens a new SQLite file in a temporary directory with opts.

@@ -46,8 +46,9 @@ const coldSamples = 10
 // samples budgeted loads after it, each with another question, and
 // samples saves, alternating with the saves of a Recall scoped to the
 // conversation on the same store (what a save costs without user-level
-// memory). The user is forgotten afterwards.
-func measureUserRecall(ctx context.Context, s store.Store, counts []int, samples int) ([]userRecallResult, error) {
+// memory). settle, if not nil, runs after the filling (see
+// storeBackend.settle). The user is forgotten afterwards.
+func measureUserRecall(ctx context.Context, s store.Store, counts []int, samples int, settle func(context.Context) error) ([]userRecallResult, error) {
 	var out []userRecallResult
 	for _, n := range counts {
 		var b [6]byte
@@ -69,6 +70,11 @@ func measureUserRecall(ctx context.Context, s store.Store, counts []int, samples
 				}
 				if err := s.Append(ctx, id, msgs...); err != nil {
 					return userRecallResult{}, fmt.Errorf("filling conversation %d: %w", c, err)
+				}
+			}
+			if settle != nil {
+				if err := settle(ctx); err != nil {
+					return userRecallResult{}, fmt.Errorf("settling the tables: %w", err)
 				}
 			}
 			return timeUserRecall(ctx, s, tenant, user, n, samples)
