@@ -212,17 +212,18 @@
 // (its entries taken, the others skipped). A search reads, in one round
 // trip and one snapshot, the states of the scope's conversations, the
 // posting rows of the query's terms and the unit entries of the
-// conversations of the groups they name. Conversations share rows, so
-// every write of a user's index rows (an indexed append, Clear, Forget,
-// RemovePrefix, Rewrite, the backfill) takes an advisory lock of the user
-// after the identities' locks, in one order (the identities' in lock
-// order, then their users'): the user's writes of the index run one after
-// the other, and a new conversation's number is never given twice. Clear,
-// Forget and ForgetScope take a conversation's entries out of its group's
-// rows in SQL (a row left with none is deleted), RemovePrefix its entries
-// up to the cut, in the chunks it cut; an append adds its entries to
-// the rows, each row once per transaction however many of the group's
-// conversations it indexes.
+// conversations of the groups they name. Conversations of a group share
+// rows, and appends to them run at once (each under its own identity's
+// lock; rows updated by two wait for each other only on those rows):
+// every write locks the posting rows it changes in one order, (ns,
+// scope_u, grp, term, chunk), so none waits for another in a cycle, and a
+// new conversation's number is given under an advisory lock of its user,
+// taken before the transaction holds any posting row, so it is never
+// given twice. Clear, Forget and ForgetScope take a conversation's
+// entries out of its group's rows in SQL (a row left with none is
+// deleted), RemovePrefix its entries up to the cut, in the chunks it cut;
+// an append adds its entries to the rows, each row once per transaction
+// however many of the group's conversations it indexes.
 //
 // What it costs: with the index on an Append takes two round trips (the
 // messages, whose Seqs the server draws, and their entries) instead of

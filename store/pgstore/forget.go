@@ -19,7 +19,6 @@ func (s *Store) Clear(ctx context.Context, id memstack.Identity) error {
 	k := identOf(id)
 	err := s.write(ctx, func(b *pgx.Batch) {
 		s.lockIdentity(b, k)
-		s.lockUserIndex(b, k)
 		b.Queue(s.q.clearMessages, k.hash, s.ns, k.key)
 		b.Queue(s.q.clearConv, k.hash, s.ns, k.key)
 		s.queueDeleteIndex(b, k, false)
@@ -53,7 +52,6 @@ func (s *Store) Forget(ctx context.Context, id memstack.Identity) error {
 	k := identOf(id)
 	err := s.write(ctx, func(b *pgx.Batch) {
 		s.lockIdentity(b, k)
-		s.lockUserIndex(b, k) // before the bucket's row, as ForgetScope
 		b.Queue(s.q.setForgotten, bucketName(id.Tenant, id.User))
 		s.queueForget(b, k, nil)
 	})

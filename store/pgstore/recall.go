@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -63,6 +65,7 @@ type recallSQL struct {
 	deleteConv                     []string // of (id_hash, ns)
 	deleteAll                      []string // of id_hash, every namespace
 	trimPosts                      []string // of (id_hash, ns, through, last chunk)
+	lockPostsOf                    string   // of id_hash[], every namespace
 	// Returning variants of the append statements (their Seqs).
 	appendFirst, insertMessage, appendKeyed, insertAfter string
 	readMessages, readMessage                            string
@@ -175,6 +178,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		" ON CONFLICT (id_hash, ns, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
 	r.upPosts = "INSERT INTO " + r.posts + " AS r (ns, term, scope_t, scope_u, grp, chunk, data)" +
 		" SELECT $1::text, u.term, $2::bytea, $3::bytea, $4::integer, u.chunk, u.data FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS u (term, chunk, data)" +
+		` ORDER BY u.term COLLATE "C", u.chunk` + // the rows locked in order (Posting rows)
 		" ON CONFLICT (ns, term, scope_t, scope_u, grp, chunk) DO UPDATE SET data = r.data || EXCLUDED.data"
 	r.upDays = "INSERT INTO " + r.days + " AS r (ns, scope_t, scope_u, day, id_hash, chunk, data)" +
 		" SELECT $1::text, $2::bytea, $3::bytea, u.day, $4::bytea, u.chunk, u.data FROM unnest($5::integer[], $6::bigint[], $7::bytea[]) AS u (day, chunk, data)" +
@@ -187,6 +191,9 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	// statements, run before the conversation's row is deleted. An entry
 	// at i (1-based) is 16 bytes: the conversation's number, its Seq and
 	// the count, big-endian, so they compare as bytes.
+	// The posting rows a statement will change are locked first, in the
+	// order every writer of them locks them (Posting rows, below).
+	lockOrder := ` ORDER BY p.ns COLLATE "C", p.scope_u, p.grp, p.term, p.chunk FOR UPDATE OF p`
 	posts := func(cond, drop string) []string {
 		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup)
 		using := strings.Replace(of, " FROM ", " USING ", 1)
@@ -195,6 +202,8 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		// so Clear and Forget leave no bytes of the conversation's.
 		gone := "(length(p.data) - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(p.data, e.i, 4) = int4send(c.convno)" + drop + ")"
 		return []string{
+			"SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE " + strings.TrimPrefix(of, " FROM "+r.conv+" c WHERE ") +
+				" AND EXISTS (SELECT" + entries + " WHERE " + gone + ")" + lockOrder,
 			"DELETE FROM " + r.posts + " p" + using + " AND NOT EXISTS (SELECT" + entries + " WHERE NOT (" + gone + "))",
 			"UPDATE " + r.posts + " p SET data = (SELECT string_agg(substr(p.data, e.i, " + strconv.Itoa(postEntrySize) + "), ''::bytea ORDER BY e.i)" + entries + " WHERE NOT (" + gone + "))" +
 				of + " AND EXISTS (SELECT" + entries + " WHERE " + gone + ")",
@@ -206,6 +215,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		r.deleteConv = append(r.deleteConv, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
+	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup) + lockOrder
 	r.trimPosts = posts("c.id_hash = $1 AND c.ns = $2 AND p.chunk <= $4", " AND substr(p.data, e.i + 4, 8) <= int8send($3::bigint)")
 	// The append statements of queries, returning each message's Seq (none
 	// when a keyed unit is already stored).
@@ -273,9 +283,19 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 // big-endian. A user's search reads a row per term and group that has
 // it, not per conversation: a user with a thousand conversations that
 // all hold a query's words costs a thousand-odd rows of its postings
-// instead of thirteen thousand, on pages of their own. Appends to one
-// user's conversations share its rows, so every write of a user's index
-// rows takes the user's advisory lock (userLock) after the identities'.
+// instead of thirteen thousand, on pages of their own.
+//
+// Conversations of a group share rows, and their writes run at once
+// (each under its own identity's lock): every transaction locks the
+// posting rows it changes in one order — (ns, scope_u, grp, term, chunk):
+// an append's statements go by group in that order, each inserting its
+// rows in (term, chunk) order (postRows.queue, upPosts), and a removal
+// first locks the rows it will change in that order (the SELECT … FOR
+// UPDATE before its DELETE and UPDATE; ForgetScope locks those of a
+// whole chunk of identities at once, lockPostsOf) — so no two wait for
+// each other in a cycle. Numbering a new conversation takes its user's
+// advisory lock (userLock) before it reads the greatest number, with no
+// posting row held yet.
 const (
 	postGroup     = 8
 	postEntrySize = 4 + 8 + 4
@@ -294,40 +314,12 @@ func groupEntries(data []byte, convno int32) []byte {
 	return out
 }
 
-// userLock is the advisory lock of the index rows of k's user.
+// userLock is the advisory lock of the numbering of k's user's
+// conversations (newConvNumber).
 func (s *Store) userLock(k ident) int64 {
 	i := strings.IndexByte(k.key, ':')
 	j := i + 1 + strings.IndexByte(k.key[i+1:], ':')
 	return lockKey("recall-user", s.prefix, k.key[:j+1])
-}
-
-// lockUserIndex queues k's user's lock, after k's identity lock and
-// before any other lock or row the transaction takes (a bucket's row:
-// see ForgetScope, which takes its identities' locks, their users', then
-// the buckets'), so that no two writes wait for each other in a cycle.
-func (s *Store) lockUserIndex(b *pgx.Batch, k ident) {
-	b.Queue("SELECT pg_advisory_xact_lock($1)", s.userLock(k))
-}
-
-// lockUser takes, in tx, k's identity lock, then its user's lock.
-func (s *Store) lockUser(ctx context.Context, tx pgx.Tx, k ident) error {
-	for _, l := range []int64{s.identityLock(k), s.userLock(k)} {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", l); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// userLocks returns the user locks of keys, sorted (the order every
-// transaction takes them in, after the identities' locks).
-func (s *Store) userLocks(ks []ident) []int64 {
-	out := make([]int64, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, s.userLock(k))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // WithRecallIndex turns on the recall index of the tables under the
@@ -522,8 +514,13 @@ func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.Te
 	}
 }
 
-// queue queues the statements (upPosts) that append the rows gathered.
+// queue queues the statements (upPosts) that append the rows gathered:
+// by group in the order of (ns, scope_u, grp), each group's rows in the
+// order of (term, chunk) — the order every writer locks posting rows in.
 func (p *postRows) queue(b *pgx.Batch, upPosts string) {
+	slices.SortFunc(p.groups, func(x, y *postGroupRows) int {
+		return cmp.Or(strings.Compare(x.ns, y.ns), bytes.Compare(x.u, y.u), cmp.Compare(x.grp, y.grp))
+	})
 	for _, g := range p.groups {
 		b.Queue(upPosts, g.ns, g.t, g.u, g.grp, g.terms, g.chunks, g.data)
 	}
@@ -548,10 +545,22 @@ func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, n
 // newConvNumber gives k a number in its user (namespace ns): one more
 // than the greatest of the user's conversations (0 for its first), read
 // through q, or than the last given in this transaction (next, by user).
+// The first in a transaction takes the user's lock (userLock) before it
+// reads, so no number is given twice: the transaction holds no posting
+// row yet (its postings are written after), so it waits for no one who
+// waits for it.
 func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
 	t, u := scopeHashes(k.key)
 	n, ok := next[string(u)]
 	if !ok {
+		rows, err := q.Query(ctx, "SELECT pg_advisory_xact_lock($1)", s.userLock(k))
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("recall index: numbering %s: %w", k.key, err)
+		}
 		var got int64
 		if err := scanOne(ctx, q, s.q.recall.nextConv, []any{ns, t, u}, &got); err != nil {
 			return 0, fmt.Errorf("recall index: numbering %s: %w", k.key, err)
@@ -586,11 +595,7 @@ type indexPart struct {
 func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexPart, at time.Time) error {
 	return s.writeTx(ctx, func(conn *pgx.Conn, b *pgx.Batch) (func(b *pgx.Batch) error, error) {
 		r := &s.q.recall
-		keys := make([]ident, len(parts))
-		for i, p := range parts {
-			keys[i] = p.k
-		}
-		for _, l := range append(slices.Clone(locks), s.userLocks(keys)...) {
+		for _, l := range locks {
 			b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 		}
 		var on bool
@@ -1050,7 +1055,7 @@ func blobs[K any](ctx context.Context, q querier, query string, args ...any) ([]
 func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, through int64, more func(b *pgx.Batch), appends, rebuild bool) (int64, error) {
 	var removed int64
 	err := s.interactive(ctx, func(tx pgx.Tx) error {
-		if err := s.lockUser(ctx, tx, k); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.identityLock(k)); err != nil {
 			return err
 		}
 		on, st, ok, err := s.indexed(ctx, tx, k)
@@ -1091,8 +1096,8 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 
 // queueDeleteIndex queues the deletes of k's index rows: in this store's
 // namespace (Clear), or in every namespace (Forget).
-// The caller holds k's user's lock (lockUserIndex, queueLocks): its
-// conversations' postings share rows.
+// The posting rows they change are locked first, in order (see Posting
+// rows).
 func (s *Store) queueDeleteIndex(b *pgx.Batch, k ident, everyNamespace bool) {
 	if everyNamespace {
 		for _, d := range s.q.recall.deleteAll {
@@ -1152,7 +1157,7 @@ func (s *Store) backfill(ctx context.Context) error {
 		for _, c := range got {
 			k := identOfKey(c.key)
 			err := s.interactive(ctx, func(tx pgx.Tx) error {
-				if err := s.lockUser(ctx, tx, k); err != nil {
+				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.identityLock(k)); err != nil {
 					return err
 				}
 				var state []byte

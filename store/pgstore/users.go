@@ -419,13 +419,15 @@ func (s *Store) ForgetScope(ctx context.Context, sc store.Scope) (int, error) {
 // never deadlock with each other or with a single identity's write.
 func (s *Store) queueLocks(b *pgx.Batch, chunk []scoped) {
 	locks := make([]int64, len(chunk))
-	keys := make([]ident, len(chunk))
+	hashes := make([][]byte, len(chunk))
 	for i, f := range chunk {
-		locks[i], keys[i] = s.identityLock(f.k), f.k
+		locks[i], hashes[i] = s.identityLock(f.k), f.k.hash
 	}
 	slices.Sort(locks)
-	// Then their users' locks (the recall index's: see userLock), sorted.
-	for _, l := range append(slices.Compact(locks), s.userLocks(keys)...) {
+	for _, l := range slices.Compact(locks) {
 		b.Queue("SELECT pg_advisory_xact_lock($1)", l)
 	}
+	// Then the recall index's posting rows of their groups, in the order
+	// every writer locks them (see Posting rows in recall.go).
+	b.Queue(s.q.recall.lockPostsOf, hashes)
 }
