@@ -195,7 +195,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	// order every writer of them locks them (Posting rows, below).
 	lockOrder := ` ORDER BY p.ns COLLATE "C", p.scope_u, p.grp, p.term, p.chunk FOR UPDATE OF p`
 	posts := func(cond, drop string) []string {
-		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup)
+		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno")
 		using := strings.Replace(of, " FROM ", " USING ", 1)
 		entries := " FROM generate_series(1, length(p.data), " + strconv.Itoa(postEntrySize) + ") AS e (i)"
 		// An entry cut short (a row damaged outside the store) goes too,
@@ -215,7 +215,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		r.deleteConv = append(r.deleteConv, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
-	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = c.convno / " + strconv.Itoa(postGroup) + lockOrder
+	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno") + lockOrder
 	r.trimPosts = posts("c.id_hash = $1 AND c.ns = $2 AND p.chunk <= $4", " AND substr(p.data, e.i + 4, 8) <= int8send($3::bigint)")
 	// The append statements of queries, returning each message's Seq (none
 	// when a keyed unit is already stored).
@@ -242,7 +242,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		"ns = $1 AND scope_t = $2 AND scope_u = $3",
 		"ns = $1 AND scope_t = $2 AND scope_u = $3 AND id_hash = $4",
 	}
-	group := "grp = (SELECT convno / " + strconv.Itoa(postGroup) + " FROM " + r.conv + " WHERE id_hash = $4 AND ns = $1)"
+	group := "grp = (SELECT " + groupSQL("convno") + " FROM " + r.conv + " WHERE id_hash = $4 AND ns = $1)"
 	for l, w := range where {
 		next := func(i int) string { return "$" + strconv.Itoa(l+2+i) }
 		r.searchConvs[l] = "SELECT id_hash, id_key, state, convno, scope_u FROM " + r.conv + " WHERE " + w
@@ -265,7 +265,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 			" SELECT term, scope_u, data FROM t UNION ALL SELECT NULL, u.id_hash, u.data FROM " + r.units + " u" +
 			" WHERE u.ns = $1 AND u.id_hash = ANY(ARRAY(SELECT c.id_hash FROM " + r.conv + " c WHERE " +
 			strings.NewReplacer("ns =", "c.ns =", "scope_t", "c.scope_t", "scope_u", "c.scope_u", "id_hash", "c.id_hash").Replace(w) +
-			" AND (c.scope_u, c.convno / " + strconv.Itoa(postGroup) + ") IN (SELECT DISTINCT scope_u, grp FROM t)))"
+			" AND (c.scope_u, " + groupSQL("c.convno") + ") IN (SELECT DISTINCT scope_u, grp FROM t)))"
 		r.dated[l] = "SELECT c.id_key, d.data FROM " + r.days + " d JOIN " + r.conv + " c ON c.id_hash = d.id_hash AND c.ns = d.ns WHERE " +
 			strings.NewReplacer("ns =", "d.ns =", "scope_t", "d.scope_t", "scope_u", "d.scope_u", "id_hash", "d.id_hash").Replace(w) +
 			" AND d.day >= " + next(1) + " AND d.day <= " + next(2)
@@ -276,7 +276,7 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 // Posting rows (version 5). The postings of a user's conversations are
 // kept in groups: conversation n of a user (its number, r.conv's convno,
 // given when it is first indexed: one more than the user's greatest)
-// is in group n / postGroup, and a posting row holds a term's postings
+// is in group groupOf(n) (postGroup conversations a group), and a posting row holds a term's postings
 // of one group's conversations in one chunk (indexkit.ChunkSize of each
 // conversation's messages), each entry postEntrySize bytes: the
 // conversation's number, the message's Seq and the term's count, all
@@ -298,8 +298,24 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 // posting row held yet.
 const (
 	postGroup     = 8
+	postStride    = 32
 	postEntrySize = 4 + 8 + 4
 )
+
+// groupOf is conversation n's group: of each postGroup·postStride
+// consecutive numbers, the postGroup equal modulo postStride, so that
+// the postStride newest conversations of a user — those most likely to
+// be written at the same moment — are in groups of their own and share
+// no row (a user with a thousand conversations has 128 groups).
+func groupOf(n int32) int32 {
+	return n/(postGroup*postStride)*postStride + n%postStride
+}
+
+// groupSQL is groupOf in SQL, of the integer expression col.
+func groupSQL(col string) string {
+	st := strconv.Itoa(postStride)
+	return "(" + col + " / " + strconv.Itoa(postGroup*postStride) + " * " + st + " + " + col + " % " + st + ")"
+}
 
 // groupEntries converts indexkit postings (Seq and count, little-endian)
 // of conversation convno into posting-row entries.
@@ -492,13 +508,13 @@ type termChunk struct {
 // add adds the postings of conversation convno of the user with scope
 // hashes t and u.
 func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.TermChunk) {
-	key := ns + "\x00" + string(u) + "\x00" + strconv.Itoa(int(convno/postGroup))
+	key := ns + "\x00" + string(u) + "\x00" + strconv.Itoa(int(groupOf(convno)))
 	g := p.byKey[key]
 	if g == nil {
 		if p.byKey == nil {
 			p.byKey = map[string]*postGroupRows{}
 		}
-		g = &postGroupRows{ns: ns, t: t, u: u, grp: convno / postGroup, at: map[termChunk]int{}}
+		g = &postGroupRows{ns: ns, t: t, u: u, grp: groupOf(convno), at: map[termChunk]int{}}
 		p.byKey[key] = g
 		p.groups = append(p.groups, g)
 	}
