@@ -54,18 +54,18 @@ import (
 
 // recallSQL holds the recall index's statements, built from the prefix.
 type recallSQL struct {
-	conv, units, posts, days, meta string   // table names
-	create                         []string // to version 4
-	toV5                           []string // version 4 to 5
-	enable, readMeta, guard        string
-	readState, writeState          string
-	nextConv                       string // a new conversation's number in its user
-	upUnits, upPosts, upDays       string
-	count                          string
-	deleteConv                     []string // of (id_hash, ns)
-	deleteAll                      []string // of id_hash, every namespace
-	trimPosts                      []string // of (id_hash, ns, through, last chunk)
-	lockPostsOf                    string   // of id_hash[], every namespace
+	conv, units, posts, days, meta   string   // table names
+	create                           []string // to version 4
+	toV5                             []string // version 4 to 5
+	enable, readMeta, guard          string
+	readState, writeState            string
+	nextConv                         string // a new conversation's number in its user
+	upUnits, upPosts, upDays         string
+	count                            string
+	deleteConv                       []string // of (id_hash, ns)
+	deleteAll                        []string // of id_hash, every namespace
+	groupRows, setPosts, deletePosts string   // a group's rows (locked, in order), by key
+	lockPostsOf                      string   // of id_hash[], every namespace
 	// Returning variants of the append statements (their Seqs).
 	appendFirst, insertMessage, appendKeyed, insertAfter string
 	readMessages, readMessage                            string
@@ -216,7 +216,16 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
 	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno") + lockOrder
-	r.trimPosts = posts("c.id_hash = $1 AND c.ns = $2 AND p.chunk <= $4", " AND substr(p.data, e.i + 4, 8) <= int8send($3::bigint)")
+	// A prefix removal filters its group's rows in Go (a long
+	// conversation's trim reads its rows once, where the SQL filter above
+	// would scan every entry three times): its rows of chunks up to $5,
+	// locked in order (a group's order is (term, chunk)), then the rows
+	// changed, by key.
+	group5 := "ns = $1 AND scope_t = $2 AND scope_u = $3 AND grp = $4"
+	r.groupRows = "SELECT term, chunk, data FROM " + r.posts + " WHERE " + group5 + ` AND chunk <= $5 ORDER BY term COLLATE "C", chunk FOR UPDATE`
+	r.setPosts = "UPDATE " + r.posts + " p SET data = u.data FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS u (term, chunk, data) WHERE " +
+		group5 + " AND p.term = u.term AND p.chunk = u.chunk"
+	r.deletePosts = "DELETE FROM " + r.posts + " p USING unnest($5::text[], $6::bigint[]) AS u (term, chunk) WHERE " + group5 + " AND p.term = u.term AND p.chunk = u.chunk"
 	// The append statements of queries, returning each message's Seq (none
 	// when a keyed unit is already stored).
 	r.appendFirst = strings.Replace(q.appendFirst, " INSERT INTO "+c, " , c AS (INSERT INTO "+c, 1) + ") SELECT seq FROM i"
@@ -1006,8 +1015,8 @@ func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k id
 	if last >= 0 {
 		// Its postings of the messages removed, out of its group's rows
 		// of the chunks they were in.
-		for _, q := range r.trimPosts {
-			b.Queue(q, k.hash, s.ns, through, last)
+		if err := s.trimPosts(ctx, tx, b, k, convno, through, last); err != nil {
+			return err
 		}
 	}
 	b.Queue(r.deleteDays, k.hash, s.ns, (through+1)/indexkit.DaySeqs)
@@ -1038,6 +1047,54 @@ func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k id
 		}
 	}
 	s.indexRows(b, s.ns, k, convno, w, seqs, at, st, nil)
+	return nil
+}
+
+// trimPosts queues in b the updates and deletes that take conversation
+// convno's postings with Seq <= through out of its group's rows of
+// chunks up to last, read (and locked, in order) through tx. An entry
+// cut short (a row damaged outside the store) goes too.
+func (s *Store) trimPosts(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k ident, convno int32, through, last int64) error {
+	r := &s.q.recall
+	t, u := scopeHashes(k.key)
+	grp := groupOf(convno)
+	rows, err := tx.Query(ctx, r.groupRows, s.ns, t, u, grp, last)
+	if err != nil {
+		return fmt.Errorf("recall index: reading postings: %w", err)
+	}
+	var setT, delT []string
+	var setC, delC []int64
+	var setD [][]byte
+	var term string
+	var chunk int64
+	var data []byte
+	_, err = pgx.ForEachRow(rows, []any{&term, &chunk, &data}, func() error {
+		kept := make([]byte, 0, len(data))
+		for i := 0; i+postEntrySize <= len(data); i += postEntrySize {
+			e := data[i : i+postEntrySize]
+			if int32(binary.BigEndian.Uint32(e)) == convno && int64(binary.BigEndian.Uint64(e[4:])) <= through {
+				continue
+			}
+			kept = append(kept, e...)
+		}
+		switch {
+		case len(kept) == len(data):
+		case len(kept) == 0:
+			delT, delC = append(delT, term), append(delC, chunk)
+		default:
+			setT, setC, setD = append(setT, term), append(setC, chunk), append(setD, kept)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recall index: reading postings: %w", err)
+	}
+	if len(setT) > 0 {
+		b.Queue(r.setPosts, s.ns, t, u, grp, setT, setC, setD)
+	}
+	if len(delT) > 0 {
+		b.Queue(r.deletePosts, s.ns, t, u, grp, delT, delC)
+	}
 	return nil
 }
 
