@@ -65,6 +65,8 @@ type recallSQL struct {
 	deleteConv                       []string // of (id_hash, ns)
 	deleteAll                        []string // of id_hash, every namespace
 	groupRows, setPosts, deletePosts string   // a group's rows (locked, in order), by key
+	deleteConvRows                   []string // of (id_hash, ns): deleteConv but the posting rows
+	ownRows, upStrip, deleteEmpty    string   // a reindex's posting rows
 	lockPostsOf                      string   // of id_hash[], every namespace
 	// Returning variants of the append statements (their Seqs).
 	appendFirst, insertMessage, appendKeyed, insertAfter string
@@ -212,9 +214,26 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	r.deleteConv = posts("c.id_hash = $1 AND c.ns = $2", "")
 	r.deleteAll = posts("c.id_hash = $1", "")
 	for _, t := range []string{r.conv, r.units, r.days} {
-		r.deleteConv = append(r.deleteConv, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
+		r.deleteConvRows = append(r.deleteConvRows, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
+	r.deleteConv = append(r.deleteConv, r.deleteConvRows...)
+	// A reindex takes its old entries out and appends its new ones in one
+	// upsert of the rows of both, in order (removing first, then
+	// appending, would lock rows out of order): the keys of the group's
+	// rows with its entries ($5, its number), then the upsert, whose
+	// existing rows keep what is not of the numbers $8 (BE bytes), then
+	// the rows it left empty deleted.
+	ofGroup := "ns = $1 AND scope_t = $2 AND scope_u = $3 AND grp = $4"
+	own := func(col, num string) string {
+		return "(length(" + col + ") - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(" + col + ", e.i, 4) " + num + ")"
+	}
+	r.ownRows = "SELECT term, chunk FROM " + r.posts + " p WHERE " + ofGroup + " AND EXISTS (SELECT FROM generate_series(1, length(p.data), " +
+		strconv.Itoa(postEntrySize) + ") AS e (i) WHERE " + own("p.data", "= int4send($5::integer)") + ")"
+	r.upStrip = strings.Replace(r.upPosts, "DO UPDATE SET data = r.data || EXCLUDED.data",
+		"DO UPDATE SET data = coalesce((SELECT string_agg(substr(r.data, e.i, "+strconv.Itoa(postEntrySize)+"), ''::bytea ORDER BY e.i) FROM generate_series(1, length(r.data), "+
+			strconv.Itoa(postEntrySize)+") AS e (i) WHERE NOT "+own("r.data", "= ANY($8::bytea[])")+"), ''::bytea) || EXCLUDED.data", 1)
+	r.deleteEmpty = "DELETE FROM " + r.posts + " WHERE " + ofGroup + " AND data = ''::bytea AND (term, chunk) IN (SELECT * FROM unnest($5::text[], $6::bigint[]))" // its rows only, locked
 	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno") + lockOrder
 	// A prefix removal filters its group's rows in Go (a long
 	// conversation's trim reads its rows once, where the SQL filter above
@@ -474,7 +493,7 @@ func (s *Store) indexRows(b *pgx.Batch, ns string, k ident, convno int32, w inde
 		}
 		own.add(ns, t, u, convno, w.Terms)
 		if posts == nil {
-			own.queue(b, r.upPosts)
+			own.queue(b, r)
 		}
 	}
 	if rows := indexkit.DayRows(w.Opened, seqs, at); len(rows) > 0 {
@@ -506,6 +525,7 @@ type postGroupRows struct {
 	chunks []int64
 	data   [][]byte
 	at     map[termChunk]int
+	strip  [][]byte // numbers (BE) whose entries the rows lose first
 }
 
 // termChunk names a posting row of a group.
@@ -514,9 +534,8 @@ type termChunk struct {
 	chunk int64
 }
 
-// add adds the postings of conversation convno of the user with scope
-// hashes t and u.
-func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.TermChunk) {
+// group returns the rows of conversation convno's group.
+func (p *postRows) group(ns string, t, u []byte, convno int32) *postGroupRows {
 	key := ns + "\x00" + string(u) + "\x00" + strconv.Itoa(int(groupOf(convno)))
 	g := p.byKey[key]
 	if g == nil {
@@ -527,27 +546,55 @@ func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.Te
 		p.byKey[key] = g
 		p.groups = append(p.groups, g)
 	}
+	return g
+}
+
+// row returns the index of the row (term, chunk) in g, added if new.
+func (g *postGroupRows) row(term string, chunk int64) int {
+	k := termChunk{term, chunk}
+	i, ok := g.at[k]
+	if !ok {
+		i = len(g.terms)
+		g.at[k] = i
+		g.terms, g.chunks, g.data = append(g.terms, term), append(g.chunks, chunk), append(g.data, []byte{})
+	}
+	return i
+}
+
+// add adds the postings of conversation convno of the user with scope
+// hashes t and u.
+func (p *postRows) add(ns string, t, u []byte, convno int32, terms []indexkit.TermChunk) {
+	g := p.group(ns, t, u, convno)
 	for _, c := range terms {
-		k := termChunk{c.Term, c.Chunk}
-		i, ok := g.at[k]
-		if !ok {
-			i = len(g.terms)
-			g.at[k] = i
-			g.terms, g.chunks, g.data = append(g.terms, c.Term), append(g.chunks, c.Chunk), append(g.data, nil)
-		}
+		i := g.row(c.Term, c.Chunk)
 		g.data[i] = append(g.data[i], groupEntries(c.Data, convno)...)
 	}
+}
+
+// strip makes the rows (terms, chunks) of conversation convno's group
+// lose its entries before they get the ones added (a reindex).
+func (p *postRows) strip(ns string, t, u []byte, convno int32, terms []string, chunks []int64) {
+	g := p.group(ns, t, u, convno)
+	for i := range terms {
+		g.row(terms[i], chunks[i])
+	}
+	g.strip = append(g.strip, binary.BigEndian.AppendUint32(nil, uint32(convno)))
 }
 
 // queue queues the statements (upPosts) that append the rows gathered:
 // by group in the order of (ns, scope_u, grp), each group's rows in the
 // order of (term, chunk) — the order every writer locks posting rows in.
-func (p *postRows) queue(b *pgx.Batch, upPosts string) {
+func (p *postRows) queue(b *pgx.Batch, r *recallSQL) {
 	slices.SortFunc(p.groups, func(x, y *postGroupRows) int {
 		return cmp.Or(strings.Compare(x.ns, y.ns), bytes.Compare(x.u, y.u), cmp.Compare(x.grp, y.grp))
 	})
 	for _, g := range p.groups {
-		b.Queue(upPosts, g.ns, g.t, g.u, g.grp, g.terms, g.chunks, g.data)
+		if len(g.strip) == 0 {
+			b.Queue(r.upPosts, g.ns, g.t, g.u, g.grp, g.terms, g.chunks, g.data)
+			continue
+		}
+		b.Queue(r.upStrip, g.ns, g.t, g.u, g.grp, g.terms, g.chunks, g.data, g.strip)
+		b.Queue(r.deleteEmpty, g.ns, g.t, g.u, g.grp, g.terms, g.chunks)
 	}
 	p.groups, p.byKey = nil, nil
 }
@@ -706,7 +753,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 			// The numbers given in this transaction, by user: the next.
 			next := map[string]int32{}
 			var posts postRows
-			defer posts.queue(b, r.upPosts)
+			defer posts.queue(b, r)
 			for _, c := range convs {
 				if len(c.seqs) == 0 || derivedKey(c.k.key) {
 					continue
@@ -726,7 +773,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 				case c.convno == nil:
 					// A state with no number (not written by this
 					// version): indexed afresh.
-					if err := s.reindex(ctx, conn, b, s.ns, c.k, next); err != nil {
+					if err := s.reindex(ctx, conn, b, s.ns, c.k, next, &posts); err != nil {
 						return err
 					}
 					continue
@@ -735,7 +782,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 					if err := st.UnmarshalBinary(c.state); err != nil {
 						// A state that does not decode is rebuilt from the
 						// messages, the new ones included.
-						if err := s.reindex(ctx, conn, b, s.ns, c.k, next); err != nil {
+						if err := s.reindex(ctx, conn, b, s.ns, c.k, next, &posts); err != nil {
 							return err
 						}
 						continue
@@ -897,7 +944,7 @@ func scanOne(ctx context.Context, q querier, query string, args []any, dest ...a
 // afresh, in namespace ns (read now through q, in the transaction): Rewrite, a corrupt
 // index, and the backfill. A stored message that does not decode is left
 // out (it cannot be shown either).
-func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident, next map[string]int32) error {
+func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident, next map[string]int32, posts *postRows) error {
 	if derivedKey(k.key) {
 		for _, d := range s.q.recall.deleteConv {
 			b.Queue(d, k.hash, ns)
@@ -912,14 +959,33 @@ func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string,
 	if err != nil {
 		return err
 	}
-	for _, d := range s.q.recall.deleteConv {
+	// Its group's rows with its entries (only its own writes, which hold
+	// its identity's lock, add entries of its number): they lose them in
+	// the upsert that appends its new ones (postRows.strip), locked in
+	// order with the others.
+	t, u := scopeHashes(k.key)
+	rows, err := q.Query(ctx, s.q.recall.ownRows, ns, t, u, groupOf(convno), convno)
+	if err != nil {
+		return fmt.Errorf("recall index: reading the postings of %s: %w", k.key, err)
+	}
+	var terms []string
+	var chunks []int64
+	var term string
+	var chunk int64
+	if _, err := pgx.ForEachRow(rows, []any{&term, &chunk}, func() error {
+		terms, chunks = append(terms, term), append(chunks, chunk)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recall index: reading the postings of %s: %w", k.key, err)
+	}
+	for _, d := range s.q.recall.deleteConvRows {
 		b.Queue(d, k.hash, ns)
 	}
 	id, err := memstack.ParseKey(k.key)
 	if err != nil {
 		return fmt.Errorf("recall index: %w", err)
 	}
-	rows, err := q.Query(ctx, s.q.recall.readMessages, k.hash, ns, k.key)
+	rows, err = q.Query(ctx, s.q.recall.readMessages, k.hash, ns, k.key)
 	if err != nil {
 		return fmt.Errorf("recall index: reading the messages of %s: %w", k.key, err)
 	}
@@ -942,7 +1008,15 @@ func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string,
 	if err != nil {
 		return fmt.Errorf("recall index: %w", err)
 	}
-	s.indexRows(b, ns, k, convno, w, seqs, at, st, nil)
+	own := posts
+	if own == nil {
+		own = &postRows{}
+	}
+	own.strip(ns, t, u, convno, terms, chunks)
+	s.indexRows(b, ns, k, convno, w, seqs, at, st, own)
+	if posts == nil {
+		own.queue(b, &s.q.recall)
+	}
 	return nil
 }
 
@@ -964,7 +1038,7 @@ func (s *Store) trimIndex(ctx context.Context, tx pgx.Tx, k ident, st indexkit.C
 	err := s.trimIndexRows(ctx, tx, b, k, st, through)
 	if errors.Is(err, store.ErrCorrupt) {
 		b = &pgx.Batch{}
-		err = s.reindex(ctx, tx, b, s.ns, k, nil)
+		err = s.reindex(ctx, tx, b, s.ns, k, nil, nil)
 	}
 	if err != nil {
 		return err
@@ -1154,7 +1228,7 @@ func (s *Store) removeIndexed(ctx context.Context, k ident, removal string, thro
 		}
 		if rebuild || corrupt {
 			b := &pgx.Batch{}
-			if err := s.reindex(ctx, tx, b, s.ns, k, nil); err != nil {
+			if err := s.reindex(ctx, tx, b, s.ns, k, nil, nil); err != nil {
 				return err
 			}
 			return sendAll(ctx, tx, b)
@@ -1251,7 +1325,7 @@ func (s *Store) backfill(ctx context.Context) error {
 					return err
 				}
 				b := &pgx.Batch{}
-				if err := s.reindex(ctx, tx, b, c.ns, k, nil); err != nil {
+				if err := s.reindex(ctx, tx, b, c.ns, k, nil, nil); err != nil {
 					return err
 				}
 				return sendAll(ctx, tx, b)

@@ -265,14 +265,15 @@ func TestRecallRandomOpsMatchFreshIndex(t *testing.T) {
 }
 
 // TestRecallConcurrentOpsMatchFreshIndex is the same with the writes of
-// four goroutines at once, over users of more conversations than a
-// posting group holds (their conversations' postings share rows): the
+// four goroutines at once, over users of 40 conversations, numbered in
+// order first (the 32 newest have groups of their own: conversations 32
+// to 39 share their rows with 0 to 7): the
 // index searches as the same messages indexed afresh, and holds exactly
 // their postings — none of a conversation cleared, forgotten or cut,
 // none lost.
 func TestRecallConcurrentOpsMatchFreshIndex(t *testing.T) {
 	for seed := range uint64(2) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, 10+seed, 11, 4) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOps(t, 10+seed, 40, 4) })
 	}
 }
 
@@ -327,6 +328,10 @@ func randomOps(t *testing.T, seed uint64, convsPer, workers int) {
 		for c := range convsPer {
 			ids = append(ids, memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)})
 		}
+	}
+	// Numbered in order (see postGroup): a first message each.
+	for _, id := range ids {
+		require.NoError(t, a.Append(ctx, id, llms.HumanChatMessage{Content: words[len(id.Conversation)%len(words)]}))
 	}
 	var wg sync.WaitGroup
 	for w := range workers {

@@ -41,6 +41,31 @@ func recallTables(prefix string) []string {
 	return out
 }
 
+// fillUsers appends, through s, turns turns to each of convs
+// conversations of each of users users of tenant "acme", conversation by
+// conversation (so their numbers in their users follow their names), and
+// returns the users' names and the conversations.
+func fillUsers(t *testing.T, s *pgstore.Store, users, convs, turns int) ([]string, []memstack.Identity) {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	var ids []memstack.Identity
+	words := []string{"invoice refund", "paris hotel", "battery charger", "seat window", "visa passport"}
+	for u := range users {
+		names = append(names, fmt.Sprint("u", u))
+		for c := range convs {
+			id := memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)}
+			ids = append(ids, id)
+			for i := range turns {
+				require.NoError(t, s.Append(ctx, id,
+					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d about %s", i, words[(u+c+i)%len(words)])},
+					llms.AIChatMessage{Content: fmt.Sprintf("answer %d: %s", i, words[(u*c+i)%len(words)])}))
+			}
+		}
+	}
+	return names, ids
+}
+
 // makeV3 turns tables written by this build into tables of schema version
 // 3 with the same messages: no recall index.
 func makeV3(t *testing.T, prefix string) {
@@ -110,21 +135,7 @@ func TestRecallBackfillResumes(t *testing.T) {
 	ctx := context.Background()
 	prefix := freshPrefix("backfill")
 	s := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
-	var users []string
-	var convs []memstack.Identity
-	words := []string{"invoice refund", "paris hotel", "battery charger", "seat window", "visa passport"}
-	for u := range 4 {
-		users = append(users, fmt.Sprint("u", u))
-		for c := range 5 {
-			id := memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)}
-			convs = append(convs, id)
-			for i := range 12 {
-				require.NoError(t, s.Append(ctx, id,
-					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d about %s", i, words[(u+c+i)%len(words)])},
-					llms.AIChatMessage{Content: fmt.Sprintf("answer %d: %s", i, words[(u*c+i)%len(words)])}))
-			}
-		}
-	}
+	users, convs := fillUsers(t, s, 4, 5, 12)
 	written := searchAll(t, s, users, convs)
 	require.NotEmpty(t, written)
 	require.NoError(t, s.Close())
@@ -373,29 +384,14 @@ func makeV4(t *testing.T, prefix string) {
 // on are migrated to version 5 by Open — the conversations' postings
 // table gives way to the groups' — and their index is rebuilt from the
 // messages by the backfill, after which every search finds exactly what
-// the same tables indexed as they were written find; appends go on
-// meanwhile.
+// the same tables indexed as they were written find.
 func TestRecallMigratesVersion4(t *testing.T) {
-	ctx := context.Background()
 	prefix := freshPrefix("v4")
 	s := open(t, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
 	waitReady(t, s)
-	var users []string
-	var convs []memstack.Identity
-	words := []string{"invoice refund", "paris hotel", "battery charger", "seat window", "visa passport"}
-	// More conversations per user than a posting group holds.
-	for u := range 2 {
-		users = append(users, fmt.Sprint("u", u))
-		for c := range 11 {
-			id := memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)}
-			convs = append(convs, id)
-			for i := range 6 {
-				require.NoError(t, s.Append(ctx, id,
-					llms.HumanChatMessage{Content: fmt.Sprintf("turn %d about %s", i, words[(u+c+i)%len(words)])},
-					llms.AIChatMessage{Content: fmt.Sprintf("answer %d: %s", i, words[(u*c+i)%len(words)])}))
-			}
-		}
-	}
+	// More conversations per user than the 32 whose posting groups are
+	// their own: the later ones share rows with the first.
+	users, convs := fillUsers(t, s, 2, 40, 3)
 	written := searchAll(t, s, users, convs)
 	require.NotEmpty(t, written)
 	require.NoError(t, s.Close())

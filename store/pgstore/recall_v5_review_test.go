@@ -6,8 +6,6 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -27,17 +25,6 @@ import (
 	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/pgstore"
 )
-
-// reviewLockKey is pgstore's advisory lock key of parts (ident.go, lockKey).
-func reviewLockKey(parts ...string) int64 {
-	h := sha256.New()
-	h.Write([]byte("memstack/pgstore"))
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
-}
 
 // deadlockTracer records the deadlocks (SQLSTATE 40P01) the server
 // reported to a pool's connections, in statements or batches.
@@ -79,8 +66,7 @@ func (d *deadlockTracer) deadlocks() []string {
 
 // TestRecallSharedRowsNoDeadlock: appends (single and batched, over
 // several users), Clear, Forget, RemovePrefix, Rewrite and ForgetScope of
-// conversations whose postings share rows (one user's, and a user with
-// more conversations than a group holds), all at once from several
+// conversations whose postings share rows, all at once from several
 // Stores: every write locks the posting rows it changes in one order, so
 // the server never finds a deadlock (SQLSTATE 40P01, which the store's
 // retry would hide: a tracer on the pool sees it). (The review of
@@ -105,6 +91,13 @@ func TestRecallSharedRowsNoDeadlock(t *testing.T) {
 		stores = append(stores, s)
 	}
 	waitReady(t, stores[0])
+	// Two users of 256 conversations, numbered in order: the writes go to
+	// 16 of each, two groups' (n and n+32k share rows).
+	fillUsers(t, stores[0], 2, 256, 1)
+	var shared []int
+	for k := range 8 {
+		shared = append(shared, 32*k, 32*k+1)
+	}
 	words := []string{"invoice", "refund", "paris", "hotel", "battery", "charger"}
 	id := func(u, c int) memstack.Identity {
 		return memstack.Identity{Tenant: "acme", User: fmt.Sprint("u", u), Conversation: fmt.Sprint("c", c)}
@@ -118,14 +111,14 @@ func TestRecallSharedRowsNoDeadlock(t *testing.T) {
 			r := newRng(uint64(w) + 40)
 			s := stores[w%len(stores)]
 			for i := range 60 {
-				u, c := r.IntN(2), r.IntN(12)
+				u, c := r.IntN(2), shared[r.IntN(len(shared))]
 				var err error
 				switch op := r.IntN(10); {
 				case op < 5:
 					err = s.Append(ctx, id(u, c), llms.HumanChatMessage{Content: text(r)}, llms.AIChatMessage{Content: text(r)})
 				case op < 7:
 					err = s.AppendBatches(ctx,
-						store.Batch{ID: id(1-u, r.IntN(12)), Messages: []llms.ChatMessage{llms.HumanChatMessage{Content: text(r)}}},
+						store.Batch{ID: id(1-u, shared[r.IntN(len(shared))]), Messages: []llms.ChatMessage{llms.HumanChatMessage{Content: text(r)}}},
 						store.Batch{ID: id(u, c), Messages: []llms.ChatMessage{llms.HumanChatMessage{Content: text(r)}}})
 				case op == 7:
 					var recs []store.Record
