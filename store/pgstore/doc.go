@@ -221,9 +221,11 @@
 // taken before the transaction holds any posting row, so it is never
 // given twice. Clear, Forget and ForgetScope take a conversation's
 // entries out of its group's rows in SQL (a row left with none is
-// deleted), RemovePrefix its entries up to the cut, in the chunks it cut;
-// an append adds its entries to the rows, each row once per transaction
-// however many of the group's conversations it indexes.
+// deleted), RemovePrefix its entries up to the cut, in the chunks it cut
+// (filtered in Go); a Rewrite's reindex takes its old entries out in the
+// same ordered upsert that adds its new ones; an append adds its entries
+// to the rows, each row once per transaction however many of the group's
+// conversations it indexes.
 //
 // What it costs: with the index on an Append takes two round trips (the
 // messages, whose Seqs the server draws, and their entries) instead of

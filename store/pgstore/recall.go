@@ -320,8 +320,10 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 // rows in (term, chunk) order (postRows.queue, upPosts), and a removal
 // first locks the rows it will change in that order (the SELECT … FOR
 // UPDATE before its DELETE and UPDATE; ForgetScope locks those of a
-// whole chunk of identities at once, lockPostsOf) — so no two wait for
-// each other in a cycle. Numbering a new conversation takes its user's
+// whole chunk of identities at once, lockPostsOf; a prefix removal reads
+// its rows FOR UPDATE in order, groupRows), and a reindex, which removes
+// and adds, does both in one ordered upsert (upStrip) — so no two wait
+// for each other in a cycle. Numbering a new conversation takes its user's
 // advisory lock (userLock) before it reads the greatest number, with no
 // posting row held yet.
 const (
