@@ -199,8 +199,9 @@
 //
 // The postings of a user's conversations are kept by groups: the first
 // time a conversation is indexed it gets a number in its user (one more
-// than the user's greatest), and conversation n is in group n/8. A row of
-// recall_posts holds a term's postings in one group's conversations, in
+// than the user's greatest), and a group holds eight of them: of each
+// 256 numbers of a user, the eight equal modulo 32, so that a user's 32
+// newest conversations never share a row. A row of recall_posts holds a term's postings in one group's conversations, in
 // one chunk of their messages (128 of each conversation's): 16-byte
 // entries of the conversation's number, the message's Seq and the term's
 // count. So the postings of a term in a tenant or a user are one range of
@@ -229,8 +230,9 @@
 //
 // What it costs: with the index on an Append takes two round trips (the
 // messages, whose Seqs the server draws, and their entries) instead of
-// one — three for a conversation's first indexed append, which reads its
-// user's greatest conversation number in between — and writes each message's postings (16 bytes per distinct term)
+// one — four for a conversation's first indexed append, which takes its
+// user's numbering lock and reads the user's greatest conversation
+// number in between — and writes each message's postings (16 bytes per distinct term)
 // into (term, chunk) rows by appending to them (bytea ||), so the bytes
 // it writes grow with its messages, not with the conversation; a Store
 // that last saw the index off appends in one round trip with a guard

@@ -40,12 +40,13 @@ import (
 // version 3 or 4 are indexed in the background once it is on).
 //
 // Writes. While the index is on, an Append is one transaction in two
-// round trips instead of one: the first takes the identity's lock and
-// its user's, reads the conversation's index state and inserts the
-// messages (returning their Seqs, which the server draws); the second
-// appends the index entries (one statement per table, arrays unnested)
-// and commits — and a conversation's first indexed append reads, in
-// between, the user's greatest conversation number. A Store that last
+// round trips instead of one: the first takes the identity's lock, reads
+// the conversation's index state and inserts the messages (returning
+// their Seqs, which the server draws); the second appends the index
+// entries (one statement per table, arrays unnested) and commits — and a
+// conversation's first indexed append takes, in between, its user's
+// numbering lock and reads the user's greatest conversation number (two
+// more round trips). A Store that last
 // saw the index off appends in one round trip with a guard statement
 // that fails the transaction if the index is on by then (another process
 // turned it on): the Append then runs again the indexed way, so no
@@ -756,6 +757,22 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 			next := map[string]int32{}
 			var posts postRows
 			defer posts.queue(b, r)
+			// The numbering locks of the users with a conversation to
+			// number, taken first, in order: taken as each conversation
+			// comes, in the parts' order, two AppendBatches over the same
+			// users in two orders would wait for each other.
+			var numbering []int64
+			for _, c := range convs {
+				if len(c.seqs) > 0 && !derivedKey(c.k.key) && (c.state == nil && c.count == 0 || c.state != nil && c.convno == nil) {
+					numbering = append(numbering, s.userLock(c.k))
+				}
+			}
+			slices.Sort(numbering)
+			for _, l := range slices.Compact(numbering) {
+				if _, err := conn.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", l); err != nil {
+					return err
+				}
+			}
 			for _, c := range convs {
 				if len(c.seqs) == 0 || derivedKey(c.k.key) {
 					continue
