@@ -603,8 +603,7 @@ func (p *postRows) queue(b *pgx.Batch, r *recallSQL) {
 }
 
 // convNumber returns k's number in its user (namespace ns): its index
-// row's, else a new one (newConvNumber), read through q; the caller holds
-// the user's lock.
+// row's, else a new one (newConvNumber), read through q.
 func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
 	var n *int32
 	err := scanOne(ctx, q, "SELECT convno FROM "+s.q.recall.conv+" WHERE id_hash = $1 AND ns = $2", []any{k.hash, ns}, &n)
@@ -620,10 +619,11 @@ func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, n
 // newConvNumber gives k a number in its user (namespace ns): one more
 // than the greatest of the user's conversations (0 for its first), read
 // through q, or than the last given in this transaction (next, by user).
-// The first in a transaction takes the user's lock (userLock) before it
-// reads, so no number is given twice: the transaction holds no posting
-// row yet (its postings are written after), so it waits for no one who
-// waits for it.
+// The first in a transaction takes the user's numbering lock (userLock)
+// before it reads, so no number is given twice: the transaction holds no
+// posting row yet (its postings are written after), so it waits for no
+// one who waits for it; a transaction that numbers conversations of
+// several users (appendIndexed) has taken their locks before, in order.
 func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
 	t, u := scopeHashes(k.key)
 	n, ok := next[string(u)]
