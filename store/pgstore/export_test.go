@@ -11,3 +11,6 @@ func SetAfterBackfill(f func()) (restore func()) {
 	afterBackfillTx = f
 	return func() { afterBackfillTx = old }
 }
+
+// LockKey is the advisory lock key of parts (lockKey).
+func LockKey(parts ...string) int64 { return lockKey(parts...) }

@@ -189,36 +189,49 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	r.count = "SELECT count FROM " + c + " WHERE id_hash = $1 AND ns = $2"
 	// Taking a conversation's entries out of its group's posting rows (the
 	// conversation's row of r.conv, matched by cond, names its user, group
-	// and number; drop says which of its entries go): the rows left with
-	// none are deleted, the others rewritten without them — two
-	// statements, run before the conversation's row is deleted. An entry
-	// at i (1-based) is 16 bytes: the conversation's number, its Seq and
-	// the count, big-endian, so they compare as bytes.
-	// The posting rows a statement will change are locked first, in the
-	// order every writer of them locks them (Posting rows, below).
+	// and number), run before that row is deleted: the rows are locked
+	// first, in the order every writer of them locks them (Posting rows,
+	// below), then the rows left with none are deleted and the others
+	// rewritten without them. An entry at i (1-based) is 16 bytes: the
+	// conversation's number, its Seq and the count, big-endian, so they
+	// compare as bytes.
 	lockOrder := ` ORDER BY p.ns COLLATE "C", p.scope_u, p.grp, p.term, p.chunk FOR UPDATE OF p`
-	posts := func(cond, drop string) []string {
-		of := " FROM " + r.conv + " c WHERE " + cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno")
-		using := strings.Replace(of, " FROM ", " USING ", 1)
-		entries := " FROM generate_series(1, length(p.data), " + strconv.Itoa(postEntrySize) + ") AS e (i)"
-		// An entry cut short (a row damaged outside the store) goes too,
-		// so Clear and Forget leave no bytes of the conversation's.
-		gone := "(length(p.data) - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(p.data, e.i, 4) = int4send(c.convno)" + drop + ")"
+	size := strconv.Itoa(postEntrySize)
+	// The entries (e.i) of a row's data col; own, whether entry e.i is of
+	// the numbers num (a condition on its 4 first bytes) — or cut short (a
+	// row damaged outside the store), which goes with them, so Clear and
+	// Forget leave no bytes of the conversation's; kept, the data without
+	// them (NULL for none).
+	entries := func(col string) string { return " FROM generate_series(1, length(" + col + "), " + size + ") AS e (i)" }
+	own := func(col, num string) string {
+		return "(length(" + col + ") - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(" + col + ", e.i, 4) " + num + ")"
+	}
+	kept := func(col, num string) string {
+		return "(SELECT string_agg(substr(" + col + ", e.i, " + size + "), ''::bytea ORDER BY e.i)" + entries(col) + " WHERE NOT " + own(col, num) + ")"
+	}
+	// The posting rows (p) of the groups of the conversations (c) that
+	// cond names.
+	groupsOf := func(cond string) string {
+		return cond + " AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno")
+	}
+	posts := func(cond string) []string {
+		where := " WHERE " + groupsOf(cond)
+		gone := own("p.data", "= int4send(c.convno)")
 		return []string{
-			"SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE " + strings.TrimPrefix(of, " FROM "+r.conv+" c WHERE ") +
-				" AND EXISTS (SELECT" + entries + " WHERE " + gone + ")" + lockOrder,
-			"DELETE FROM " + r.posts + " p" + using + " AND NOT EXISTS (SELECT" + entries + " WHERE NOT (" + gone + "))",
-			"UPDATE " + r.posts + " p SET data = (SELECT string_agg(substr(p.data, e.i, " + strconv.Itoa(postEntrySize) + "), ''::bytea ORDER BY e.i)" + entries + " WHERE NOT (" + gone + "))" +
-				of + " AND EXISTS (SELECT" + entries + " WHERE " + gone + ")",
+			"SELECT FROM " + r.posts + " p, " + r.conv + " c" + where + " AND EXISTS (SELECT" + entries("p.data") + " WHERE " + gone + ")" + lockOrder,
+			"DELETE FROM " + r.posts + " p USING " + r.conv + " c" + where + " AND NOT EXISTS (SELECT" + entries("p.data") + " WHERE NOT " + gone + ")",
+			"UPDATE " + r.posts + " p SET data = " + kept("p.data", "= int4send(c.convno)") + " FROM " + r.conv + " c" + where +
+				" AND EXISTS (SELECT" + entries("p.data") + " WHERE " + gone + ")",
 		}
 	}
-	r.deleteConv = posts("c.id_hash = $1 AND c.ns = $2", "")
-	r.deleteAll = posts("c.id_hash = $1", "")
+	r.deleteConv = posts("c.id_hash = $1 AND c.ns = $2")
+	r.deleteAll = posts("c.id_hash = $1")
 	for _, t := range []string{r.conv, r.units, r.days} {
 		r.deleteConvRows = append(r.deleteConvRows, "DELETE FROM "+t+" WHERE id_hash = $1 AND ns = $2")
 		r.deleteAll = append(r.deleteAll, "DELETE FROM "+t+" WHERE id_hash = $1")
 	}
 	r.deleteConv = append(r.deleteConv, r.deleteConvRows...)
+	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE " + groupsOf("c.id_hash = ANY($1::bytea[])") + lockOrder
 	// A reindex takes its old entries out and appends its new ones in one
 	// upsert of the rows of both, in order (removing first, then
 	// appending, would lock rows out of order): the keys of the group's
@@ -226,26 +239,19 @@ func buildRecallSQL(prefix string, q queries) recallSQL {
 	// existing rows keep what is not of the numbers $8 (BE bytes), then
 	// the rows it left empty deleted.
 	ofGroup := "ns = $1 AND scope_t = $2 AND scope_u = $3 AND grp = $4"
-	own := func(col, num string) string {
-		return "(length(" + col + ") - e.i < " + strconv.Itoa(postEntrySize-1) + " OR substr(" + col + ", e.i, 4) " + num + ")"
-	}
-	r.ownRows = "SELECT term, chunk FROM " + r.posts + " p WHERE " + ofGroup + " AND EXISTS (SELECT FROM generate_series(1, length(p.data), " +
-		strconv.Itoa(postEntrySize) + ") AS e (i) WHERE " + own("p.data", "= int4send($5::integer)") + ")"
+	r.ownRows = "SELECT term, chunk FROM " + r.posts + " p WHERE " + ofGroup + " AND EXISTS (SELECT" + entries("p.data") + " WHERE " + own("p.data", "= int4send($5::integer)") + ")"
 	r.upStrip = strings.Replace(r.upPosts, "DO UPDATE SET data = r.data || EXCLUDED.data",
-		"DO UPDATE SET data = coalesce((SELECT string_agg(substr(r.data, e.i, "+strconv.Itoa(postEntrySize)+"), ''::bytea ORDER BY e.i) FROM generate_series(1, length(r.data), "+
-			strconv.Itoa(postEntrySize)+") AS e (i) WHERE NOT "+own("r.data", "= ANY($8::bytea[])")+"), ''::bytea) || EXCLUDED.data", 1)
+		"DO UPDATE SET data = coalesce("+kept("r.data", "= ANY($8::bytea[])")+", ''::bytea) || EXCLUDED.data", 1)
 	r.deleteEmpty = "DELETE FROM " + r.posts + " WHERE " + ofGroup + " AND data = ''::bytea AND (term, chunk) IN (SELECT * FROM unnest($5::text[], $6::bigint[]))" // its rows only, locked
-	r.lockPostsOf = "SELECT FROM " + r.posts + " p, " + r.conv + " c WHERE c.id_hash = ANY($1::bytea[]) AND p.ns = c.ns AND p.scope_t = c.scope_t AND p.scope_u = c.scope_u AND p.grp = " + groupSQL("c.convno") + lockOrder
 	// A prefix removal filters its group's rows in Go (a long
 	// conversation's trim reads its rows once, where the SQL filter above
 	// would scan every entry three times): its rows of chunks up to $5,
 	// locked in order (a group's order is (term, chunk)), then the rows
 	// changed, by key.
-	group5 := "ns = $1 AND scope_t = $2 AND scope_u = $3 AND grp = $4"
-	r.groupRows = "SELECT term, chunk, data FROM " + r.posts + " WHERE " + group5 + ` AND chunk <= $5 ORDER BY term COLLATE "C", chunk FOR UPDATE`
+	r.groupRows = "SELECT term, chunk, data FROM " + r.posts + " WHERE " + ofGroup + ` AND chunk <= $5 ORDER BY term COLLATE "C", chunk FOR UPDATE`
 	r.setPosts = "UPDATE " + r.posts + " p SET data = u.data FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS u (term, chunk, data) WHERE " +
-		group5 + " AND p.term = u.term AND p.chunk = u.chunk"
-	r.deletePosts = "DELETE FROM " + r.posts + " p USING unnest($5::text[], $6::bigint[]) AS u (term, chunk) WHERE " + group5 + " AND p.term = u.term AND p.chunk = u.chunk"
+		ofGroup + " AND p.term = u.term AND p.chunk = u.chunk"
+	r.deletePosts = "DELETE FROM " + r.posts + " p USING unnest($5::text[], $6::bigint[]) AS u (term, chunk) WHERE " + ofGroup + " AND p.term = u.term AND p.chunk = u.chunk"
 	// The append statements of queries, returning each message's Seq (none
 	// when a keyed unit is already stored).
 	r.appendFirst = strings.Replace(q.appendFirst, " INSERT INTO "+c, " , c AS (INSERT INTO "+c, 1) + ") SELECT seq FROM i"
@@ -602,39 +608,56 @@ func (p *postRows) queue(b *pgx.Batch, r *recallSQL) {
 	p.groups, p.byKey = nil, nil
 }
 
+// numbering is a transaction's numbering of new conversations: the next
+// number of each user it numbered one of, and the users' numbering locks
+// it holds.
+type numbering struct {
+	next   map[string]int32 // by scope_u
+	locked map[int64]bool   // userLock keys
+}
+
+func newNumbering() *numbering {
+	return &numbering{next: map[string]int32{}, locked: map[int64]bool{}}
+}
+
 // convNumber returns k's number in its user (namespace ns): its index
 // row's, else a new one (newConvNumber), read through q.
-func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
+func (s *Store) convNumber(ctx context.Context, q querier, ns string, k ident, nb *numbering) (int32, error) {
+	var state []byte
 	var n *int32
-	err := scanOne(ctx, q, "SELECT convno FROM "+s.q.recall.conv+" WHERE id_hash = $1 AND ns = $2", []any{k.hash, ns}, &n)
+	err := scanOne(ctx, q, s.q.recall.readState, []any{k.hash, ns}, &state, &n)
 	if err == nil && n != nil {
 		return *n, nil
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("recall index: reading the number of %s: %w", k.key, err)
 	}
-	return s.newConvNumber(ctx, q, ns, k, next)
+	return s.newConvNumber(ctx, q, ns, k, nb)
 }
 
 // newConvNumber gives k a number in its user (namespace ns): one more
 // than the greatest of the user's conversations (0 for its first), read
-// through q, or than the last given in this transaction (next, by user).
-// The first in a transaction takes the user's numbering lock (userLock)
-// before it reads, so no number is given twice: the transaction holds no
-// posting row yet (its postings are written after), so it waits for no
-// one who waits for it; a transaction that numbers conversations of
-// several users (appendIndexed) has taken their locks before, in order.
-func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident, next map[string]int32) (int32, error) {
+// through q, or than the last given in this transaction (nb.next).
+// Before it reads, the transaction holds the user's numbering lock
+// (userLock; taken here unless nb says it is held), so no number is given
+// twice: the transaction holds no posting row yet (its postings are
+// written after), so it waits for no one who waits for it; a transaction
+// that numbers conversations of several users (appendIndexed) takes
+// their locks before, in order.
+func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident, nb *numbering) (int32, error) {
 	t, u := scopeHashes(k.key)
-	n, ok := next[string(u)]
+	n, ok := nb.next[string(u)]
 	if !ok {
-		rows, err := q.Query(ctx, "SELECT pg_advisory_xact_lock($1)", s.userLock(k))
-		if err == nil {
-			rows.Close()
-			err = rows.Err()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("recall index: numbering %s: %w", k.key, err)
+		if l := s.userLock(k); !nb.locked[l] {
+			rows, err := q.Query(ctx, "SELECT pg_advisory_xact_lock($1)", l)
+			if err == nil {
+				rows.Close()
+				err = rows.Err()
+			}
+			if err != nil {
+				return 0, fmt.Errorf("recall index: numbering %s: %w", k.key, err)
+			}
+			nb.locked[l] = true
 		}
 		var got int64
 		if err := scanOne(ctx, q, s.q.recall.nextConv, []any{ns, t, u}, &got); err != nil {
@@ -648,7 +671,7 @@ func (s *Store) newConvNumber(ctx context.Context, q querier, ns string, k ident
 	if n == math.MaxInt32 {
 		return 0, fmt.Errorf("recall index: numbering %s: its user has %d conversations numbered, as many as the index holds", k.key, n)
 	}
-	next[string(u)] = n + 1
+	nb.next[string(u)] = n + 1
 	return n, nil
 }
 
@@ -753,8 +776,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 			if !on {
 				return nil
 			}
-			// The numbers given in this transaction, by user: the next.
-			next := map[string]int32{}
+			nb := newNumbering()
 			var posts postRows
 			defer posts.queue(b, r)
 			// The numbering locks of the users with a conversation to
@@ -772,6 +794,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 				if _, err := conn.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", l); err != nil {
 					return err
 				}
+				nb.locked[l] = true
 			}
 			for _, c := range convs {
 				if len(c.seqs) == 0 || derivedKey(c.k.key) {
@@ -786,13 +809,13 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 				case c.state == nil:
 					st = indexkit.NewConv()
 					var err error
-					if convno, err = s.newConvNumber(ctx, conn, s.ns, c.k, next); err != nil {
+					if convno, err = s.newConvNumber(ctx, conn, s.ns, c.k, nb); err != nil {
 						return err
 					}
 				case c.convno == nil:
 					// A state with no number (not written by this
 					// version): indexed afresh.
-					if err := s.reindex(ctx, conn, b, s.ns, c.k, next, &posts); err != nil {
+					if err := s.reindex(ctx, conn, b, s.ns, c.k, nb, &posts); err != nil {
 						return err
 					}
 					continue
@@ -801,7 +824,7 @@ func (s *Store) appendIndexed(ctx context.Context, locks []int64, parts []indexP
 					if err := st.UnmarshalBinary(c.state); err != nil {
 						// A state that does not decode is rebuilt from the
 						// messages, the new ones included.
-						if err := s.reindex(ctx, conn, b, s.ns, c.k, next, &posts); err != nil {
+						if err := s.reindex(ctx, conn, b, s.ns, c.k, nb, &posts); err != nil {
 							return err
 						}
 						continue
@@ -963,18 +986,18 @@ func scanOne(ctx context.Context, q querier, query string, args []any, dest ...a
 // afresh, in namespace ns (read now through q, in the transaction): Rewrite, a corrupt
 // index, and the backfill. A stored message that does not decode is left
 // out (it cannot be shown either).
-func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident, next map[string]int32, posts *postRows) error {
+func (s *Store) reindex(ctx context.Context, q querier, b *pgx.Batch, ns string, k ident, nb *numbering, posts *postRows) error {
 	if derivedKey(k.key) {
 		for _, d := range s.q.recall.deleteConv {
 			b.Queue(d, k.hash, ns)
 		}
 		return nil // never indexed: its messages are not read
 	}
-	if next == nil {
-		next = map[string]int32{}
+	if nb == nil {
+		nb = newNumbering()
 	}
 	// Its number, kept (read before the deletes below run).
-	convno, err := s.convNumber(ctx, q, ns, k, next)
+	convno, err := s.convNumber(ctx, q, ns, k, nb)
 	if err != nil {
 		return err
 	}
@@ -1067,7 +1090,7 @@ func (s *Store) trimIndex(ctx context.Context, tx pgx.Tx, k ident, st indexkit.C
 
 func (s *Store) trimIndexRows(ctx context.Context, tx pgx.Tx, b *pgx.Batch, k ident, st indexkit.Conv, through int64) error {
 	r := &s.q.recall
-	convno, err := s.convNumber(ctx, tx, s.ns, k, map[string]int32{})
+	convno, err := s.convNumber(ctx, tx, s.ns, k, newNumbering())
 	if err != nil {
 		return err
 	}

@@ -14,13 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/memstack/memstack"
-	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
 	"github.com/memstack/memstack/store/indexkit"
 	"github.com/memstack/memstack/store/pgstore"
@@ -76,21 +74,11 @@ func (d *deadlockTracer) deadlocks() []string {
 func TestRecallSharedRowsNoDeadlock(t *testing.T) {
 	ctx := context.Background()
 	prefix := freshPrefix("shareddl")
-	cfg, err := pgxpool.ParseConfig(testsvc.Postgres(t))
-	require.NoError(t, err)
 	tracer := &deadlockTracer{}
-	cfg.ConnConfig.Tracer = tracer
 	var stores []*pgstore.Store
 	for range 3 {
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		s, err := pgstore.New(ctx, pool, pgstore.WithTablePrefix(prefix), pgstore.WithRecallIndex())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		stores = append(stores, s)
+		stores = append(stores, tracedStoreWith(t, prefix, tracer))
 	}
-	waitReady(t, stores[0])
 	// Two users of 256 conversations, numbered in order: the writes go to
 	// 16 of each, two groups' (n and n+32k share rows).
 	fillUsers(t, stores[0], 2, 256, 1)

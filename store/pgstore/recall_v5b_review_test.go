@@ -13,8 +13,6 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -36,11 +34,17 @@ import (
 // tracedStore opens a Store with the recall index on tables under
 // prefix, through a pool whose tracer records the deadlocks.
 func tracedStore(t *testing.T, prefix string) (*pgstore.Store, *deadlockTracer) {
+	tracer := &deadlockTracer{}
+	return tracedStoreWith(t, prefix, tracer), tracer
+}
+
+// tracedStoreWith is tracedStore with a pool of its own whose tracer is
+// tracer (several Stores may share one).
+func tracedStoreWith(t *testing.T, prefix string, tracer *deadlockTracer) *pgstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testsvc.Postgres(t))
 	require.NoError(t, err)
-	tracer := &deadlockTracer{}
 	cfg.ConnConfig.Tracer = tracer
 	cfg.MaxConns = 8
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -50,7 +54,21 @@ func tracedStore(t *testing.T, prefix string) (*pgstore.Store, *deadlockTracer) 
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	waitReady(t, s)
-	return s, tracer
+	return s
+}
+
+// appendNumbered appends a message to conversations 0 to n-1 of id, one
+// after the other, so that each is numbered in its user as it is named:
+// texts[c], or "filler".
+func appendNumbered(t *testing.T, s *pgstore.Store, id func(int) memstack.Identity, n int, texts map[int]string) {
+	t.Helper()
+	for c := range n {
+		text, ok := texts[c]
+		if !ok {
+			text = "filler"
+		}
+		require.NoError(t, s.Append(context.Background(), id(c), llms.HumanChatMessage{Content: text}))
+	}
 }
 
 // waitLockWaits waits until n backends other than pool's wait for a
@@ -100,16 +118,7 @@ func TestRecallRewriteLocksPostingRowsInOrder(t *testing.T) {
 		return memstack.Identity{Tenant: "acme", User: "u", Conversation: fmt.Sprint("c", c)}
 	}
 	// Conversations 0 and 32 of the user: group 0 both (groupOf).
-	for c := 0; c <= 32; c++ {
-		text := "filler"
-		switch c {
-		case 0:
-			text = "paris"
-		case 32:
-			text = "hotel"
-		}
-		require.NoError(t, s.Append(ctx, id(c), llms.HumanChatMessage{Content: text}))
-	}
+	appendNumbered(t, s, id, 33, map[int]string{0: "paris", 32: "hotel"})
 	x, y := id(0), id(32)
 	require.Equal(t, int32(0), convNumberOf(t, pool, prefix, x))
 	require.Equal(t, int32(32), convNumberOf(t, pool, prefix, y))
@@ -165,7 +174,7 @@ func TestRecallAppendBatchesNumbersUsersInOrder(t *testing.T) {
 	// a bigint key: classid the high half, objid the low.
 	var keys, hi, lo []int64
 	for _, u := range []string{"acme:u1:", "acme:u2:"} {
-		k := reviewLockKey("recall-user", prefix, u)
+		k := pgstore.LockKey("recall-user", prefix, u)
 		keys = append(keys, k)
 		hi, lo = append(hi, int64(uint64(k)>>32)), append(lo, int64(uint64(k)&0xffffffff))
 	}
@@ -219,16 +228,7 @@ func TestRecallAppendBatchesReindexLocksInOrder(t *testing.T) {
 		return memstack.Identity{Tenant: "acme", User: "u", Conversation: fmt.Sprint("c", c)}
 	}
 	// Numbers 0 and 32 are group 0; 1 and 33 group 1.
-	for c := 0; c <= 33; c++ {
-		text := "filler"
-		switch c {
-		case 1:
-			text = "paris"
-		case 32:
-			text = "hotel"
-		}
-		require.NoError(t, s.Append(ctx, id(c), llms.HumanChatMessage{Content: text}))
-	}
+	appendNumbered(t, s, id, 34, map[int]string{1: "paris", 32: "hotel"})
 	for c := range 34 {
 		require.Equal(t, int32(c), convNumberOf(t, pool, prefix, id(c)))
 	}
@@ -267,15 +267,4 @@ func TestRecallAppendBatchesReindexLocksInOrder(t *testing.T) {
 	require.NoError(t, errA)
 	require.NoError(t, errB)
 	assert.Empty(t, tracer.deadlocks(), "an AppendBatches indexing a conversation afresh deadlocked with another")
-}
-
-// reviewLockKey is pgstore's advisory lock key of parts (ident.go, lockKey).
-func reviewLockKey(parts ...string) int64 {
-	h := sha256.New()
-	h.Write([]byte("memstack/pgstore"))
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
 }
