@@ -1,0 +1,723 @@
+package adk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/store"
+	"github.com/tmc/langchaingo/llms"
+	"google.golang.org/adk/v2/platform"
+	"google.golang.org/adk/v2/session"
+)
+
+// SessionConversationPrefix starts the Conversation of the identity
+// {AppName, UserID, SessionConversationPrefix + session ID} under which a
+// SessionService keeps a session: its record (a state value) and its
+// events (one message each). The leading NUL makes it a derived identity
+// (storekit.Derived): no memory layer indexes or shows it, and a
+// user-wide store.Users.ForgetScope removes it with the user's other data.
+const SessionConversationPrefix = "\x00adk-session:"
+
+// Conversations of the identities that hold ADK's user-scoped
+// ({AppName, UserID, userStateConversation}) and app-scoped
+// ({AppName, "", appStateConversation}) state.
+const (
+	userStateConversation = "\x00adk-user-state"
+	appStateConversation  = "\x00adk-app-state"
+)
+
+// State names a SessionService keeps values under.
+const (
+	sessionRecordName = "adk.session"
+	scopedStateName   = "adk.state"
+)
+
+// eventRole is the Role of the llms.GenericChatMessage that holds one
+// event, as JSON, in a session's conversation.
+const eventRole = "adk-event"
+
+// DefaultMaxEventBytes is the largest event, as JSON, that a
+// SessionService stores and the most text of one event a MemoryService
+// adds, unless WithMaxEventBytes says otherwise.
+const DefaultMaxEventBytes = 8 << 20
+
+// ErrSessionNotFound is wrapped by the errors of Get and AppendEvent for a
+// session the store does not hold (never created, deleted, or another
+// user's).
+var ErrSessionNotFound = errors.New("adk: session not found")
+
+// ErrSessionExists is wrapped by Create's error for a session ID the user
+// already has.
+var ErrSessionExists = errors.New("adk: session already exists")
+
+// ErrStaleSession is wrapped by AppendEvent's error when the session was
+// updated in the store after the session value given was read (another
+// replica appended to it): Get it again and retry, as with ADK's database
+// service.
+var ErrStaleSession = errors.New("adk: stale session (updated in the store since it was read)")
+
+// ErrInvalidEvent is wrapped by the errors about an event or a session
+// that cannot be stored or added: too large, text that is not UTF-8, no
+// ID where one is needed. Nothing of the call is stored.
+var ErrInvalidEvent = errors.New("adk: invalid event")
+
+// SessionService is ADK's session.Service over a memstack store
+// (store.Store): sessions, their events and their state, in SQLite, Redis,
+// PostgreSQL or in process, beside the conversations memstack's memories
+// keep. See the package documentation for what is stored where.
+//
+// It is safe for concurrent use, also by several processes over one store:
+// every update of a state value is a compare-and-set on its version.
+type SessionService struct {
+	st       store.Store
+	users    store.Users
+	maxEvent int
+}
+
+var _ session.Service = (*SessionService)(nil)
+
+// Option configures a SessionService or a MemoryService.
+type Option func(*config)
+
+type config struct {
+	maxEvent    int
+	budget      int
+	recallOpts  []recallOption
+	counter     tokenCounter
+	counterSet  bool
+	problems    []string
+	sessionOnly bool
+}
+
+// WithMaxEventBytes sets the largest event a SessionService stores (its
+// JSON form) and the most text of one event a MemoryService adds
+// (default DefaultMaxEventBytes). A larger one is an error wrapping
+// ErrInvalidEvent that names the event, and nothing of the call is
+// stored. n < 1 is an error.
+func WithMaxEventBytes(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.problems = append(c.problems, fmt.Sprintf("WithMaxEventBytes(%d): the limit must be at least 1", n))
+			return
+		}
+		c.maxEvent = n
+	}
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{maxEvent: DefaultMaxEventBytes, budget: DefaultTokenBudget}
+	for _, o := range opts {
+		if o == nil {
+			c.problems = append(c.problems, "nil Option")
+			continue
+		}
+		o(&c)
+	}
+	if len(c.problems) > 0 {
+		return c, fmt.Errorf("adk: %s", strings.Join(c.problems, "; "))
+	}
+	return c, nil
+}
+
+// NewSessionService returns a session.Service that keeps sessions in st.
+// st must implement store.Users (every store of memstack does) so that
+// List can find a user's or an app's sessions. Options: WithMaxEventBytes.
+func NewSessionService(st store.Store, opts ...Option) (*SessionService, error) {
+	if st == nil {
+		return nil, errors.New("adk: NewSessionService: store is nil")
+	}
+	users, ok := st.(store.Users)
+	if !ok {
+		return nil, fmt.Errorf("adk: NewSessionService: store %T does not implement store.Users (List needs it)", st)
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.recallOpts) > 0 || c.counterSet || c.budget != DefaultTokenBudget {
+		return nil, errors.New("adk: NewSessionService: WithRecallOptions, WithTokenBudget and WithTokenCounter configure a MemoryService")
+	}
+	return &SessionService{st: st, users: users, maxEvent: c.maxEvent}, nil
+}
+
+// SessionIdentity returns the memstack identity under which a
+// SessionService keeps session sessionID of userID in appName.
+func SessionIdentity(appName, userID, sessionID string) memstack.Identity {
+	return memstack.Identity{Tenant: appName, User: userID, Conversation: SessionConversationPrefix + sessionID}
+}
+
+func userStateID(app, user string) memstack.Identity {
+	return memstack.Identity{Tenant: app, User: user, Conversation: userStateConversation}
+}
+
+func appStateID(app string) memstack.Identity {
+	return memstack.Identity{Tenant: app, Conversation: appStateConversation}
+}
+
+// record is a session's stored record: its own state (not the app's or
+// the user's) and its times.
+type record struct {
+	Created time.Time      `json:"created"`
+	Updated time.Time      `json:"updated"`
+	State   map[string]any `json:"state"`
+}
+
+func checkNames(op, app, user, sid string, needSession bool) error {
+	switch {
+	case app == "":
+		return fmt.Errorf("adk: %s: AppName is required", op)
+	case user == "":
+		return fmt.Errorf("adk: %s: UserID is required (app %q)", op, app)
+	case needSession && sid == "":
+		return fmt.Errorf("adk: %s: SessionID is required (app %q, user %q)", op, app, user)
+	}
+	return nil
+}
+
+// Create creates a session: req.SessionID, or a new UUID (platform.NewUUID)
+// when it is empty. req.State's "app:" and "user:" keys update the app's
+// and the user's state, its "temp:" keys are dropped, and the rest is the
+// session's own state. An ID the user already has is an error wrapping
+// ErrSessionExists. The session returned holds the merged state.
+func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest) (*session.CreateResponse, error) {
+	if req == nil {
+		return nil, errors.New("adk: Create: request is nil")
+	}
+	sid := req.SessionID
+	if sid == "" {
+		sid = platform.NewUUID(ctx)
+	}
+	if err := checkNames("Create", req.AppName, req.UserID, sid, true); err != nil {
+		return nil, err
+	}
+	app, user := req.AppName, req.UserID
+	appDelta, userDelta, own := splitState(req.State)
+	now := platform.Now(ctx)
+	rec := record{Created: now, Updated: now, State: own}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("adk: Create: session %q of user %q: state is not JSON: %w", sid, user, err)
+	}
+	if len(data) > s.maxEvent {
+		return nil, fmt.Errorf("%w: Create: the state of session %q is %d bytes, more than %d", ErrInvalidEvent, sid, len(data), s.maxEvent)
+	}
+	id := SessionIdentity(app, user, sid)
+	cur, err := s.st.GetState(ctx, id, sessionRecordName)
+	if err != nil {
+		return nil, fmt.Errorf("adk: Create: reading session %q of user %q: %w", sid, user, err)
+	}
+	if cur.Exists() {
+		return nil, fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
+	}
+	if _, err := s.st.PutState(ctx, id, sessionRecordName, data, cur.Version); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("%w: session %q of user %q in app %q (created meanwhile)", ErrSessionExists, sid, user, app)
+		}
+		return nil, fmt.Errorf("adk: Create: storing session %q of user %q: %w", sid, user, err)
+	}
+	appState, err := s.updateScoped(ctx, appStateID(app), appDelta)
+	if err == nil {
+		var userState map[string]any
+		if userState, err = s.updateScoped(ctx, userStateID(app, user), userDelta); err == nil {
+			return &session.CreateResponse{Session: newSession(app, user, sid, mergeStates(appState, userState, own), nil, now)}, nil
+		}
+	}
+	// The session must not stay without the state it was created with.
+	if ferr := s.st.Forget(context.WithoutCancel(ctx), id); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("removing the session again: %w", ferr))
+	}
+	return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
+}
+
+// Get returns a session with its events, oldest first: the newest
+// req.NumRecentEvents of them when it is above 0, and of those the ones
+// whose Timestamp is not before req.After when it is set. It reads the
+// events it returns, not the whole session: NumRecentEvents reads that
+// many; After alone reads back from the newest until an event before
+// After. A session the user does not have is an error wrapping
+// ErrSessionNotFound.
+func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*session.GetResponse, error) {
+	if req == nil {
+		return nil, errors.New("adk: Get: request is nil")
+	}
+	if err := checkNames("Get", req.AppName, req.UserID, req.SessionID, true); err != nil {
+		return nil, err
+	}
+	if req.NumRecentEvents < 0 {
+		return nil, fmt.Errorf("adk: Get: NumRecentEvents is %d, want 0 (all) or more", req.NumRecentEvents)
+	}
+	app, user, sid := req.AppName, req.UserID, req.SessionID
+	id := SessionIdentity(app, user, sid)
+	rec, _, err := s.readRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.readEvents(ctx, id, req.NumRecentEvents, req.After)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := s.mergedState(ctx, app, user, rec.State)
+	if err != nil {
+		return nil, err
+	}
+	return &session.GetResponse{Session: newSession(app, user, sid, merged, events, rec.Updated)}, nil
+}
+
+// readEvents reads the events of session id (see Get).
+func (s *SessionService) readEvents(ctx context.Context, id memstack.Identity, n int, after time.Time) ([]*session.Event, error) {
+	var recs []store.Record
+	var err error
+	switch {
+	case n > 0:
+		recs, err = s.st.Last(ctx, id, n)
+	case !after.IsZero():
+		// Back from the newest, four times as many each round, until the
+		// oldest read is before after or every event is read.
+		for k := 64; ; k *= 4 {
+			if recs, err = s.st.Last(ctx, id, k); err != nil || len(recs) < k {
+				break
+			}
+			if ev, derr := decodeEvent(id, recs[0]); derr != nil || ev.Timestamp.Before(after) {
+				break
+			}
+		}
+	default:
+		recs, err = s.st.All(ctx, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("adk: reading the events of session %q: %w", sessionName(id), err)
+	}
+	events := make([]*session.Event, 0, len(recs))
+	for _, r := range recs {
+		ev, err := decodeEvent(id, r)
+		if err != nil {
+			return nil, err
+		}
+		if !after.IsZero() && ev.Timestamp.Before(after) {
+			continue
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+func sessionName(id memstack.Identity) string {
+	return strings.TrimPrefix(id.Conversation, SessionConversationPrefix)
+}
+
+func decodeEvent(id memstack.Identity, r store.Record) (*session.Event, error) {
+	msg, ok := r.Message.(llms.GenericChatMessage)
+	if !ok || msg.Role != eventRole {
+		return nil, fmt.Errorf("adk: session %q: message %d is a %s message, not an event: %w", sessionName(id), r.Seq, r.Message.GetType(), store.ErrCorrupt)
+	}
+	ev := new(session.Event)
+	if err := json.Unmarshal([]byte(msg.Content), ev); err != nil {
+		return nil, fmt.Errorf("adk: session %q: event at Seq %d does not decode: %w (%w)", sessionName(id), r.Seq, err, store.ErrCorrupt)
+	}
+	return ev, nil
+}
+
+// List returns the sessions of req.UserID in req.AppName, or of every user
+// of the app when UserID is empty, each with its merged state and without
+// events (Get a session for its events).
+func (s *SessionService) List(ctx context.Context, req *session.ListRequest) (*session.ListResponse, error) {
+	if req == nil {
+		return nil, errors.New("adk: List: request is nil")
+	}
+	if req.AppName == "" {
+		return nil, errors.New("adk: List: AppName is required")
+	}
+	scope := store.TenantScope(req.AppName)
+	if req.UserID != "" {
+		scope = store.UserScope(req.AppName, req.UserID)
+	}
+	ids, err := s.users.Identities(ctx, scope)
+	if err != nil {
+		return nil, fmt.Errorf("adk: List: sessions of %s: %w", scope, err)
+	}
+	appState, _, err := s.readScoped(ctx, appStateID(req.AppName))
+	if err != nil {
+		return nil, err
+	}
+	userStates := map[string]map[string]any{}
+	out := make([]session.Session, 0)
+	for _, id := range ids {
+		if !strings.HasPrefix(id.Conversation, SessionConversationPrefix) {
+			continue
+		}
+		rec, _, err := s.readRecord(ctx, id)
+		if errors.Is(err, ErrSessionNotFound) {
+			continue // deleted meanwhile, or only a Clear mark
+		}
+		if err != nil {
+			return nil, err
+		}
+		us, ok := userStates[id.User]
+		if !ok {
+			if us, _, err = s.readScoped(ctx, userStateID(id.Tenant, id.User)); err != nil {
+				return nil, err
+			}
+			userStates[id.User] = us
+		}
+		out = append(out, newSession(id.Tenant, id.User, sessionName(id), mergeStates(appState, us, rec.State), nil, rec.Updated))
+	}
+	return &session.ListResponse{Sessions: out}, nil
+}
+
+// Delete removes a session, its events and its own state (store.Forget of
+// its identity); the app's and the user's state stay. Deleting a session
+// that does not exist is not an error.
+func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest) error {
+	if req == nil {
+		return errors.New("adk: Delete: request is nil")
+	}
+	if err := checkNames("Delete", req.AppName, req.UserID, req.SessionID, true); err != nil {
+		return err
+	}
+	if err := s.st.Forget(ctx, SessionIdentity(req.AppName, req.UserID, req.SessionID)); err != nil {
+		return fmt.Errorf("adk: Delete: session %q of user %q: %w", req.SessionID, req.UserID, err)
+	}
+	return nil
+}
+
+// AppendEvent stores event at the end of sess and applies its state
+// delta: "app:" and "user:" keys to the app's and the user's state,
+// "temp:" keys to the session value only (never stored), the rest to the
+// session's state. A partial event (streaming) is not stored. An event
+// without an ID gets one (platform.NewUUID) and one without a Timestamp
+// gets platform.Now, set on event itself, as ADK's own services do.
+//
+// The event is stored as one message under an append key made of its ID
+// and contents, so a retried AppendEvent (after an error wrapping
+// store.ErrOutcomeUnknown) stores it once. A session the store no longer
+// holds is an error wrapping ErrSessionNotFound; one updated in the store
+// after sess was read, ErrStaleSession; an event over WithMaxEventBytes or
+// with text that is not UTF-8, ErrInvalidEvent: then nothing is stored.
+//
+// When sess is a value this service returned, its state and events are
+// updated too, as the runner expects.
+func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, event *session.Event) error {
+	if sess == nil {
+		return errors.New("adk: AppendEvent: session is nil")
+	}
+	if event == nil {
+		return errors.New("adk: AppendEvent: event is nil")
+	}
+	if event.Partial {
+		return nil
+	}
+	app, user, sid := sess.AppName(), sess.UserID(), sess.ID()
+	if err := checkNames("AppendEvent", app, user, sid, true); err != nil {
+		return err
+	}
+	if event.ID == "" {
+		event.ID = platform.NewUUID(ctx)
+	}
+	if event.Timestamp.IsZero() {
+		event.Timestamp = platform.Now(ctx)
+	}
+	stored := trimTemp(event)
+	if err := checkEventText(event); err != nil {
+		return fmt.Errorf("%w: session %q: event %q: %w", ErrInvalidEvent, sid, event.ID, err)
+	}
+	data, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("%w: session %q: event %q is not JSON: %w", ErrInvalidEvent, sid, event.ID, err)
+	}
+	if len(data) > s.maxEvent {
+		return fmt.Errorf("%w: session %q: event %q is %d bytes as JSON, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, event.ID, len(data), s.maxEvent)
+	}
+	id := SessionIdentity(app, user, sid)
+	rec, _, err := s.readRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	if seen := sess.LastUpdateTime(); rec.Updated.UnixMicro() > seen.UnixMicro() {
+		return fmt.Errorf("%w: session %q was updated at %s, the value given was read at %s", ErrStaleSession, sid,
+			rec.Updated.Format(time.RFC3339Nano), seen.Format(time.RFC3339Nano))
+	}
+	appDelta, userDelta, ownDelta := splitState(stored.Actions.StateDelta)
+	if _, err := s.updateScoped(ctx, appStateID(app), appDelta); err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
+	}
+	if _, err := s.updateScoped(ctx, userStateID(app, user), userDelta); err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
+	}
+	sum := sha256.Sum256(append([]byte(event.ID+"\x00"), data...))
+	actx := store.WithAppendKey(memstack.WithTime(ctx, event.Timestamp), "adk-event:"+hex.EncodeToString(sum[:16]))
+	if err := s.st.Append(actx, id, llms.GenericChatMessage{Role: eventRole, Content: string(data)}); err != nil {
+		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q: %w", event.ID, sid, err)
+	}
+	if err := s.updateRecord(ctx, id, ownDelta, event.Timestamp); err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its state is not: %w", sid, event.ID, err)
+	}
+	if own, ok := sess.(*adkSession); ok {
+		own.appended(event, stored)
+	}
+	return nil
+}
+
+// readRecord reads the record of session id.
+func (s *SessionService) readRecord(ctx context.Context, id memstack.Identity) (record, int64, error) {
+	st, err := s.st.GetState(ctx, id, sessionRecordName)
+	if err != nil {
+		return record{}, 0, fmt.Errorf("adk: reading session %q of user %q: %w", sessionName(id), id.User, err)
+	}
+	if !st.Exists() {
+		return record{}, st.Version, fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionNotFound, sessionName(id), id.User, id.Tenant)
+	}
+	var rec record
+	if err := json.Unmarshal(st.Value, &rec); err != nil {
+		return record{}, 0, fmt.Errorf("adk: session %q of user %q: its record does not decode: %w (%w)", sessionName(id), id.User, err, store.ErrCorrupt)
+	}
+	if rec.State == nil {
+		rec.State = map[string]any{}
+	}
+	return rec, st.Version, nil
+}
+
+// updateRecord applies delta to the state of session id and sets its
+// update time, with a compare-and-set retried on conflict.
+func (s *SessionService) updateRecord(ctx context.Context, id memstack.Identity, delta map[string]any, at time.Time) error {
+	for {
+		rec, version, err := s.readRecord(ctx, id)
+		if err != nil {
+			return err
+		}
+		maps.Copy(rec.State, delta)
+		rec.Updated = at
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("state is not JSON: %w", err)
+		}
+		if _, err = s.st.PutState(ctx, id, sessionRecordName, data, version); !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+}
+
+// readScoped reads an app's or a user's state (empty when there is none).
+func (s *SessionService) readScoped(ctx context.Context, id memstack.Identity) (map[string]any, int64, error) {
+	st, err := s.st.GetState(ctx, id, scopedStateName)
+	if err != nil {
+		return nil, 0, fmt.Errorf("adk: reading %s state of %s: %w", scopeWord(id), id.Key(), err)
+	}
+	m := map[string]any{}
+	if st.Exists() {
+		if err := json.Unmarshal(st.Value, &m); err != nil {
+			return nil, 0, fmt.Errorf("adk: %s state of %s does not decode: %w (%w)", scopeWord(id), id.Key(), err, store.ErrCorrupt)
+		}
+	}
+	return m, st.Version, nil
+}
+
+func scopeWord(id memstack.Identity) string {
+	if id.Conversation == appStateConversation {
+		return "app"
+	}
+	return "user"
+}
+
+// updateScoped applies delta to an app's or a user's state (a
+// compare-and-set, retried on conflict) and returns the state after it.
+func (s *SessionService) updateScoped(ctx context.Context, id memstack.Identity, delta map[string]any) (map[string]any, error) {
+	for {
+		m, version, err := s.readScoped(ctx, id)
+		if err != nil || len(delta) == 0 {
+			return m, err
+		}
+		maps.Copy(m, delta)
+		data, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s state is not JSON: %w", scopeWord(id), err)
+		}
+		_, err = s.st.PutState(ctx, id, scopedStateName, data, version)
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("storing %s state: %w", scopeWord(id), err)
+		}
+	}
+}
+
+// mergedState is a session's state as ADK shows it: its own keys, and
+// the app's and the user's under their prefixes.
+func (s *SessionService) mergedState(ctx context.Context, app, user string, own map[string]any) (map[string]any, error) {
+	appState, _, err := s.readScoped(ctx, appStateID(app))
+	if err != nil {
+		return nil, err
+	}
+	userState, _, err := s.readScoped(ctx, userStateID(app, user))
+	if err != nil {
+		return nil, err
+	}
+	return mergeStates(appState, userState, own), nil
+}
+
+// splitState splits a state map into the app's keys, the user's (both
+// without their prefix) and the session's own; "temp:" keys go nowhere.
+func splitState(m map[string]any) (app, user, own map[string]any) {
+	app, user, own = map[string]any{}, map[string]any{}, map[string]any{}
+	for k, v := range m {
+		switch {
+		case strings.HasPrefix(k, session.KeyPrefixApp):
+			app[strings.TrimPrefix(k, session.KeyPrefixApp)] = v
+		case strings.HasPrefix(k, session.KeyPrefixUser):
+			user[strings.TrimPrefix(k, session.KeyPrefixUser)] = v
+		case strings.HasPrefix(k, session.KeyPrefixTemp):
+		default:
+			own[k] = v
+		}
+	}
+	return app, user, own
+}
+
+func mergeStates(app, user, own map[string]any) map[string]any {
+	m := make(map[string]any, len(app)+len(user)+len(own))
+	maps.Copy(m, own)
+	for k, v := range app {
+		m[session.KeyPrefixApp+k] = v
+	}
+	for k, v := range user {
+		m[session.KeyPrefixUser+k] = v
+	}
+	return m
+}
+
+// trimTemp returns event without its "temp:" state keys (a copy when it
+// has any).
+func trimTemp(event *session.Event) *session.Event {
+	temp := false
+	for k := range event.Actions.StateDelta {
+		if strings.HasPrefix(k, session.KeyPrefixTemp) {
+			temp = true
+			break
+		}
+	}
+	if !temp {
+		return event
+	}
+	c := *event
+	c.Actions.StateDelta = make(map[string]any, len(event.Actions.StateDelta))
+	for k, v := range event.Actions.StateDelta {
+		if !strings.HasPrefix(k, session.KeyPrefixTemp) {
+			c.Actions.StateDelta[k] = v
+		}
+	}
+	return &c
+}
+
+// adkSession is the session.Session a SessionService returns.
+type adkSession struct {
+	app, user, id string
+
+	mu      sync.RWMutex
+	state   map[string]any
+	events  []*session.Event
+	updated time.Time
+}
+
+var _ session.Session = (*adkSession)(nil)
+
+func newSession(app, user, id string, state map[string]any, events []*session.Event, updated time.Time) *adkSession {
+	return &adkSession{app: app, user: user, id: id, state: state, events: events, updated: updated}
+}
+
+// appended records on the session value an event AppendEvent stored:
+// every key of its delta (also "temp:" ones, for the rest of the
+// invocation) and the event without its "temp:" keys.
+func (s *adkSession) appended(event, stored *session.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == nil {
+		s.state = map[string]any{}
+	}
+	maps.Copy(s.state, event.Actions.StateDelta)
+	s.events = append(s.events, stored)
+	s.updated = event.Timestamp
+}
+
+func (s *adkSession) ID() string      { return s.id }
+func (s *adkSession) AppName() string { return s.app }
+func (s *adkSession) UserID() string  { return s.user }
+
+func (s *adkSession) State() session.State { return sessionState{s} }
+
+func (s *adkSession) Events() session.Events {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return eventList(s.events[:len(s.events):len(s.events)])
+}
+
+func (s *adkSession) LastUpdateTime() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.updated
+}
+
+type sessionState struct{ s *adkSession }
+
+func (st sessionState) Get(key string) (any, error) {
+	st.s.mu.RLock()
+	defer st.s.mu.RUnlock()
+	v, ok := st.s.state[key]
+	if !ok {
+		return nil, session.ErrStateKeyNotExist
+	}
+	return v, nil
+}
+
+func (st sessionState) Set(key string, v any) error {
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	if st.s.state == nil {
+		st.s.state = map[string]any{}
+	}
+	st.s.state[key] = v
+	return nil
+}
+
+func (st sessionState) All() iter.Seq2[string, any] {
+	st.s.mu.RLock()
+	c := maps.Clone(st.s.state)
+	st.s.mu.RUnlock()
+	return func(yield func(string, any) bool) {
+		for k, v := range c {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+type eventList []*session.Event
+
+func (e eventList) All() iter.Seq[*session.Event] {
+	return func(yield func(*session.Event) bool) {
+		for _, ev := range e {
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+func (e eventList) Len() int { return len(e) }
+
+func (e eventList) At(i int) *session.Event {
+	if i < 0 || i >= len(e) {
+		return nil
+	}
+	return e[i]
+}
