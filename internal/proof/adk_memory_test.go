@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,9 @@ import (
 	"github.com/memstack/memstack/adapters/adk"
 	"github.com/memstack/memstack/internal/testsvc"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/pgstore"
 	"github.com/memstack/memstack/store/redisstore"
+	"github.com/memstack/memstack/store/sqlitestore"
 )
 
 // adkFixture is ADK's two services over one store of a backend, as an
@@ -44,6 +47,27 @@ func newADKFixture(t *testing.T, b backend, opts ...adk.Option) adkFixture {
 	mem, err := adk.NewMemoryService(st, opts...)
 	require.NoError(t, err)
 	return adkFixture{st: st, open: open, sessions: sessions, mem: mem}
+}
+
+// adkBackends is every backend, and SQLite and PostgreSQL with their
+// recall index on (the search then reads the database's index).
+func adkBackends() []backend {
+	return append(backends(),
+		backend{"sqlite-index", func(t testing.TB) func(string) store.Store {
+			path := filepath.Join(t.TempDir(), "proof.db")
+			return func(ns string) store.Store {
+				s, err := sqlitestore.Open(openCtx(t), path, sqlitestore.WithNamespace(ns), sqlitestore.WithRecallIndex())
+				return closeLater(t, "sqlitestore.Open", s, err)
+			}
+		}},
+		backend{"postgres-index", func(t testing.TB) func(string) store.Store {
+			dsn := testsvc.Postgres(t) + "&pool_max_conns=8"
+			prefix := "proof_" + randomHex(6) + "_"
+			return func(ns string) store.Store {
+				s, err := pgstore.Open(openCtx(t), dsn, pgstore.WithTablePrefix(prefix), pgstore.WithNamespace(ns), pgstore.WithRecallIndex())
+				return closeLater(t, "pgstore.Open", s, err)
+			}
+		}})
 }
 
 // session creates session sid of user in app through the session service,
@@ -220,7 +244,7 @@ func TestADKMemoryAddsEachEventOnce(t *testing.T) {
 // another app's; a tool call comes with its result; a second replica on
 // the same store finds what the first added.
 func TestADKMemorySearch(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range adkBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			f := newADKFixture(t, b)
 			ctx := context.Background()
