@@ -1,4 +1,110 @@
 // Package adk makes memstack the memory of Google's Agent Development Kit
-// for Go (google.golang.org/adk/v2): a memory.Service (MemoryService) and a
-// session.Service (SessionService) over memstack's stores.
+// for Go (google.golang.org/adk/v2): a memory.Service (MemoryService) that
+// keeps what a user's sessions said and recalls the relevant past in any
+// later session, and a session.Service (SessionService) that keeps ADK's
+// sessions, events and state — both over memstack's stores: in process,
+// SQLite, Redis or PostgreSQL. It is a module of its own, so only programs
+// that use ADK get ADK's dependencies.
+//
+// # Wiring
+//
+// Open one store and give it to both services and to the runner:
+//
+//	st, err := sqlitestore.Open(ctx, "agent.db")
+//	if err != nil { … }
+//	sessions, err := adk.NewSessionService(st)
+//	if err != nil { … }
+//	mem, err := adk.NewMemoryService(st)
+//	if err != nil { … }
+//	r, err := runner.New(runner.Config{
+//		AppName:        "travel",
+//		Agent:          agent, // an llmagent with preloadmemorytool.New() or loadmemorytool.New()
+//		SessionService: sessions,
+//		MemoryService:  mem,
+//	})
+//
+// After a session (or after each turn), add it to memory:
+//
+//	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "travel", UserID: "ana", SessionID: id})
+//	if err != nil { … }
+//	err = mem.AddSessionToMemory(ctx, got.Session)
+//
+// and the next session of the same user, whatever its ID, finds what was
+// settled: preloadmemorytool searches with the user's message and puts the
+// entries in the model's instructions; loadmemorytool lets the model
+// search. One store for both services is the normal configuration; each
+// may also have its own (another SQLite file, Redis for sessions and
+// PostgreSQL for memory).
+//
+// # Identity
+//
+// ADK's AppName is memstack's tenant, UserID the user, and the session ID
+// the conversation: the memory of session s of user u in app a is the
+// conversation memstack.Identity{Tenant: a, User: u, Conversation: s},
+// the one memstack's langchaingo memories would use for it, so a
+// memories.Recall, Summary or Facts on the same store reads it too. A
+// search covers every conversation of {a, u} and nothing of any other
+// user or app. The session itself (its record and events) lives under the
+// derived identity SessionIdentity(a, u, s), the user's state under
+// {a, u, "\x00adk-user-state"} and the app's under {a, "",
+// "\x00adk-app-state"}: derived identities (a leading NUL), which no
+// memory layer indexes or shows.
+//
+// # What is stored
+//
+// SessionService: a session is a state value (its own state, its creation
+// and update times) and its events, one message each (the event as JSON,
+// llms.GenericChatMessage with Role "adk-event"), dated with the event's
+// Timestamp; app and user state are one state value each, updated key by
+// key with compare-and-set, so replicas never lose each other's updates.
+// "temp:" keys are never stored (they stay on the session value for the
+// invocation). Partial (streaming) events are not stored. An event over
+// WithMaxEventBytes (default 8 MiB of JSON) or with text that is not UTF-8
+// is refused with an error wrapping ErrInvalidEvent, and nothing of it is
+// stored. A session updated in the store after the value given to
+// AppendEvent was read is refused with ErrStaleSession, as by ADK's
+// database service.
+//
+// MemoryService: the text of each event, as memstack messages (see
+// AddSessionToMemory): a user's text is an llms.HumanChatMessage, a model's
+// an llms.AIChatMessage, a function call an AIChatMessage with ToolCalls and
+// each function response an llms.ToolChatMessage — adjacent, so memstack's
+// windows and Recall's turns keep a call with its results. Thoughts,
+// images, audio, files and code are not text a user said or was told and
+// are left out (an event with nothing else adds nothing). Each message is
+// dated with its event's Timestamp.
+//
+// # Idempotent adds
+//
+// ADK may add a session many times during its life. AddSessionToMemory
+// records, on the conversation, the last event it took, and takes only the
+// events after it; every message is also stored under a save key made of
+// its event's ID, so two adds at once, or an add retried after a lost
+// reply, store it once. Adding the same session again, a longer version
+// of it, or a window of it (Get with NumRecentEvents) stores each event
+// once. It needs event IDs: an event with text and no ID is refused
+// (ErrInvalidEvent), and every event is checked before anything is stored.
+//
+// # Search
+//
+// SearchMemory is memories.Recall's search (Recall.Search) across the
+// user's conversations: BM25 with each turn scored with its neighbours'
+// words by default, vector or hybrid retrieval with WithRecallOptions
+// (memories.WithVector, memories.WithHybrid), dates in questions ("what
+// did we settle on 14 May?"). Over sqlitestore or pgstore opened
+// WithRecallIndex it searches the database's index, so a replica that
+// starts cold reads only what it shows. It returns one entry per turn,
+// best first, as many as WithTokenBudget (default DefaultTokenBudget
+// tokens) holds: Author "user" or the session's agent, Timestamp the
+// event's, ID "session/Seq", and CustomMetadata "session_id", "seq" and
+// "score".
+//
+// # Forgetting and exporting a user
+//
+// ADK's memory.Service has no delete. MemoryService.ForgetUser removes
+// everything the store holds for a user of an app — the memory of every
+// session, the sessions, the user's state — and nothing of anyone else;
+// ExportUser returns it all. The memstack command does the same from a
+// shell: "memstack forget -store DSN -tenant APP -user USER -yes" and
+// "memstack export …".
 package adk

@@ -4,8 +4,14 @@ go 1.26.5
 
 require (
 	github.com/memstack/memstack v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.11.1
 	github.com/tmc/langchaingo v0.1.14
 	google.golang.org/genai v1.66.0
+)
+
+require (
+	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 )
 
 require (
