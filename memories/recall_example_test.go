@@ -136,3 +136,20 @@ func ExampleWithVector() {
 	// AI: The budget is 40k euros.
 	// ""
 }
+
+// Search gives a Recall's answer as data: each unit with its
+// conversation, time and score, best first — for a caller that shows the
+// past itself.
+func ExampleRecall_Search() {
+	mem, _ := memories.NewRecall(memories.WithK(1))
+	user := memstack.Identity{Tenant: "acme", User: "u42", Conversation: "may"}
+	exampleSave(memstack.WithIdentity(context.Background(), user), mem)
+
+	user.Conversation = "june" // a new conversation of the same user
+	matches, _ := mem.Search(memstack.WithIdentity(context.Background(), user), "Where is the offsite?")
+	for _, m := range matches[:1] {
+		fmt.Printf("%s %s hit=%t: %s\n", m.Conversation.Conversation, m.Time.Format(time.DateOnly), m.Hit, m.Messages[0].GetContent())
+	}
+	// Output:
+	// may 2023-05-10 hit=true: Where is the offsite?
+}
