@@ -41,7 +41,7 @@ func TestREADMESnippetsCompile(t *testing.T) {
 			continue
 		}
 		line := bytes.Count(readme[:b[2]], []byte("\n")) + 1
-		fmt.Fprintf(&src, "\n// README.md:%d\nfunc snippet%d(ctx context.Context, llm llms.Model, tools []tools.Tool, layers []schema.Memory, chain, other *chains.LLMChain, s store.Store, recent, facts, recall, mem schema.Memory, inputs, outputs map[string]any, turn struct{ At time.Time }) (err error) {\n\t{\n//line README.md:%d\n%s\t}\n\treturn nil\n}\n", line, i, line, body)
+		fmt.Fprintf(&src, "\n// README.md:%d\nfunc snippet%d(ctx context.Context, llm llms.Model, tools []tools.Tool, layers []schema.Memory, chain, other *chains.LLMChain, adkAgent agent.Agent, s store.Store, recent, facts, recall, mem schema.Memory, inputs, outputs map[string]any, turn struct{ At time.Time }) (err error) {\n\t{\n//line README.md:%d\n%s\t}\n\treturn nil\n}\n", line, i, line, body)
 		compiled++
 	}
 	require.Positive(t, compiled)
@@ -90,8 +90,13 @@ import (
 	"github.com/tmc/langchaingo/schema"
 	"github.com/tmc/langchaingo/tools"
 	"go.opentelemetry.io/otel"
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
 
 	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/adapters/adk"
 	"github.com/memstack/memstack/combined"
 	"github.com/memstack/memstack/extract"
 	"github.com/memstack/memstack/memories"
@@ -122,6 +127,11 @@ var (
 	_ schema.Memory
 	_ tools.Tool
 	_ = otel.GetTracerProvider
+	_ = adk.NewMemoryService
+	_ = runner.New
+	_ session.Session
+	_ = genai.NewContentFromText
+	_ agent.Agent
 	_ = memstack.WithIdentity
 	_ = combined.New
 	_ = extract.NewPatterns
