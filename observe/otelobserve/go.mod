@@ -5,6 +5,10 @@ go 1.26.0
 require (
 	github.com/memstack/memstack v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	// otel v1.44.0, not later: google.golang.org/adk/v2 v2.2.0 does not
+	// compile with the otel/log that otel v1.47.0 requires
+	// (google/adk-go#1334), so a program using both this module and
+	// adapters/adk would not build (nor would the workspace).
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/metric v1.44.0
 	go.opentelemetry.io/otel/sdk v1.44.0
