@@ -219,7 +219,8 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	if cur.Exists() {
 		return nil, fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
 	}
-	if _, err := s.st.PutState(ctx, id, sessionRecordName, data, cur.Version); err != nil {
+	version, err := s.st.PutState(ctx, id, sessionRecordName, data, cur.Version)
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, fmt.Errorf("%w: session %q of user %q in app %q (created meanwhile)", ErrSessionExists, sid, user, app)
 		}
@@ -229,7 +230,7 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	if err == nil {
 		var userState map[string]any
 		if userState, err = s.updateScoped(ctx, userStateID(app, user), userDelta); err == nil {
-			return &session.CreateResponse{Session: newSession(app, user, sid, mergeStates(appState, userState, own), nil, now)}, nil
+			return &session.CreateResponse{Session: s.newSession(app, user, sid, version, mergeStates(appState, userState, own), nil, now)}, nil
 		}
 	}
 	// The session must not stay without the state it was created with.
@@ -258,7 +259,7 @@ func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	}
 	app, user, sid := req.AppName, req.UserID, req.SessionID
 	id := SessionIdentity(app, user, sid)
-	rec, _, err := s.readRecord(ctx, id)
+	rec, version, err := s.readRecord(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +271,7 @@ func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	if err != nil {
 		return nil, err
 	}
-	return &session.GetResponse{Session: newSession(app, user, sid, merged, events, rec.Updated)}, nil
+	return &session.GetResponse{Session: s.newSession(app, user, sid, version, merged, events, rec.Updated)}, nil
 }
 
 // readEvents reads the events of session id (see Get).
@@ -355,7 +356,7 @@ func (s *SessionService) List(ctx context.Context, req *session.ListRequest) (*s
 		if !strings.HasPrefix(id.Conversation, SessionConversationPrefix) {
 			continue
 		}
-		rec, _, err := s.readRecord(ctx, id)
+		rec, version, err := s.readRecord(ctx, id)
 		if errors.Is(err, ErrSessionNotFound) {
 			continue // deleted meanwhile, or only a Clear mark
 		}
@@ -369,7 +370,7 @@ func (s *SessionService) List(ctx context.Context, req *session.ListRequest) (*s
 			}
 			userStates[id.User] = us
 		}
-		out = append(out, newSession(id.Tenant, id.User, sessionName(id), mergeStates(appState, us, rec.State), nil, rec.Updated))
+		out = append(out, s.newSession(id.Tenant, id.User, sessionName(id), version, mergeStates(appState, us, rec.State), nil, rec.Updated))
 	}
 	return &session.ListResponse{Sessions: out}, nil
 }
@@ -397,12 +398,22 @@ func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 // without an ID gets one (platform.NewUUID) and one without a Timestamp
 // gets platform.Now, set on event itself, as ADK's own services do.
 //
-// The event is stored as one message under an append key made of its ID
+// It first claims the update: the session's record moves, by a
+// compare-and-set, from the version sess was read at (for a value this
+// service did not return, the record must not be newer than
+// sess.LastUpdateTime()), so of two replicas appending to one session
+// value the second gets an error wrapping ErrStaleSession and stores
+// nothing, as with ADK's database service: Get the session again. Then
+// the event is stored as one message under an append key made of its ID
 // and contents, so a retried AppendEvent (after an error wrapping
-// store.ErrOutcomeUnknown) stores it once. A session the store no longer
-// holds is an error wrapping ErrSessionNotFound; one updated in the store
-// after sess was read, ErrStaleSession; an event over WithMaxEventBytes or
-// with text that is not UTF-8, ErrInvalidEvent: then nothing is stored.
+// store.ErrOutcomeUnknown) stores it once. When that store fails the
+// state delta stays applied and the error says so; calling AppendEvent
+// again with the same session value and event stores the event (the
+// claim was the value's own).
+//
+// A session the store no longer holds is an error wrapping
+// ErrSessionNotFound; an event over WithMaxEventBytes or with text that
+// is not UTF-8, one wrapping ErrInvalidEvent: then nothing is stored.
 //
 // When sess is a value this service returned, its state and events are
 // updated too, as the runner expects.
@@ -438,11 +449,16 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		return fmt.Errorf("%w: session %q: event %q is %d bytes as JSON, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, event.ID, len(data), s.maxEvent)
 	}
 	id := SessionIdentity(app, user, sid)
-	rec, _, err := s.readRecord(ctx, id)
+	rec, version, err := s.readRecord(ctx, id)
 	if err != nil {
 		return err
 	}
-	if seen := sess.LastUpdateTime(); rec.Updated.UnixMicro() > seen.UnixMicro() {
+	own, _ := sess.(*adkSession)
+	if own != nil && own.sameStore(s) {
+		if read := own.readVersion(); read != version {
+			return fmt.Errorf("%w: session %q was updated in the store after this value of it was read", ErrStaleSession, sid)
+		}
+	} else if seen := sess.LastUpdateTime(); rec.Updated.UnixMicro() > seen.UnixMicro() {
 		return fmt.Errorf("%w: session %q was updated at %s, the value given was read at %s", ErrStaleSession, sid,
 			rec.Updated.Format(time.RFC3339Nano), seen.Format(time.RFC3339Nano))
 	}
@@ -453,15 +469,33 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	if _, err := s.updateScoped(ctx, userStateID(app, user), userDelta); err != nil {
 		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
 	}
+	// Claim the update: the record moves only from the version read, so
+	// of two replicas appending to one session value, the second is
+	// stale, as in ADK's database service.
+	maps.Copy(rec.State, ownDelta)
+	rec.Updated = event.Timestamp
+	recData, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("%w: session %q: event %q: its state delta is not JSON: %w", ErrInvalidEvent, sid, event.ID, err)
+	}
+	next, err := s.st.PutState(ctx, id, sessionRecordName, recData, version)
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("%w: session %q was updated in the store while event %q was appended", ErrStaleSession, sid, event.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
+	}
+	if own != nil && own.sameStore(s) {
+		// The claim is this value's: a retry after a failed append below
+		// is not stale.
+		own.setVersion(next)
+	}
 	sum := sha256.Sum256(append([]byte(event.ID+"\x00"), data...))
 	actx := store.WithAppendKey(memstack.WithTime(ctx, event.Timestamp), "adk-event:"+hex.EncodeToString(sum[:16]))
 	if err := s.st.Append(actx, id, llms.GenericChatMessage{Role: eventRole, Content: string(data)}); err != nil {
-		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q: %w", event.ID, sid, err)
+		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q (its state delta is applied; append it again): %w", event.ID, sid, err)
 	}
-	if err := s.updateRecord(ctx, id, ownDelta, event.Timestamp); err != nil {
-		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its state is not: %w", sid, event.ID, err)
-	}
-	if own, ok := sess.(*adkSession); ok {
+	if own != nil {
 		own.appended(event, stored)
 	}
 	return nil
@@ -484,26 +518,6 @@ func (s *SessionService) readRecord(ctx context.Context, id memstack.Identity) (
 		rec.State = map[string]any{}
 	}
 	return rec, st.Version, nil
-}
-
-// updateRecord applies delta to the state of session id and sets its
-// update time, with a compare-and-set retried on conflict.
-func (s *SessionService) updateRecord(ctx context.Context, id memstack.Identity, delta map[string]any, at time.Time) error {
-	for {
-		rec, version, err := s.readRecord(ctx, id)
-		if err != nil {
-			return err
-		}
-		maps.Copy(rec.State, delta)
-		rec.Updated = at
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return fmt.Errorf("state is not JSON: %w", err)
-		}
-		if _, err = s.st.PutState(ctx, id, sessionRecordName, data, version); !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-	}
 }
 
 // readScoped reads an app's or a user's state (empty when there is none).
@@ -621,8 +635,13 @@ func trimTemp(event *session.Event) *session.Event {
 // adkSession is the session.Session a SessionService returns.
 type adkSession struct {
 	app, user, id string
+	// svc is the service that read the session, and version the version
+	// of its record then (or after this value's last AppendEvent): an
+	// AppendEvent through svc with another version in the store is stale.
+	svc *SessionService
 
 	mu      sync.RWMutex
+	version int64
 	state   map[string]any
 	events  []*session.Event
 	updated time.Time
@@ -630,8 +649,24 @@ type adkSession struct {
 
 var _ session.Session = (*adkSession)(nil)
 
-func newSession(app, user, id string, state map[string]any, events []*session.Event, updated time.Time) *adkSession {
-	return &adkSession{app: app, user: user, id: id, state: state, events: events, updated: updated}
+func (s *SessionService) newSession(app, user, id string, version int64, state map[string]any, events []*session.Event, updated time.Time) *adkSession {
+	return &adkSession{app: app, user: user, id: id, svc: s, version: version, state: state, events: events, updated: updated}
+}
+
+// sameStore reports whether svc keeps the session in the store that
+// read it (so the version it holds is comparable).
+func (s *adkSession) sameStore(svc *SessionService) bool { return s.svc != nil && s.svc.st == svc.st }
+
+func (s *adkSession) readVersion() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.version
+}
+
+func (s *adkSession) setVersion(v int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = v
 }
 
 // appended records on the session value an event AppendEvent stored:
