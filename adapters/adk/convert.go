@@ -3,6 +3,7 @@ package adk
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -105,13 +106,18 @@ func eventMessages(ev *session.Event) ([]llms.ChatMessage, int, error) {
 // eventMessages made of its events): role "user" for a human turn, else
 // "model"; a text part per message with text, a FunctionCall part per
 // tool call and a FunctionResponse part per tool result (named after the
-// unit's call of the same ID).
+// unit's call of the same ID). Each call also gets a text part saying
+// what was called and what it returned — `get_weather({"city":"Lisbon"})
+// returned {"forecast":"sunny"}` — so that a reader of the text alone
+// (ADK's preloadmemorytool shows text parts only) sees it too.
 func unitContent(msgs []llms.ChatMessage) *genai.Content {
 	c := &genai.Content{Role: genai.RoleModel}
 	if len(msgs) > 0 && msgs[0].GetType() == llms.ChatMessageTypeHuman {
 		c.Role = genai.RoleUser
 	}
-	names := map[string]string{}
+	type call struct{ name, args string }
+	calls := map[string]call{}
+	var pending []string // calls without a result yet, in order
 	for _, m := range msgs {
 		switch m := m.(type) {
 		case llms.AIChatMessage:
@@ -123,8 +129,11 @@ func unitContent(msgs []llms.ChatMessage) *genai.Content {
 					continue
 				}
 				var args map[string]any
-				_ = json.Unmarshal([]byte(tc.FunctionCall.Arguments), &args)
-				names[tc.ID] = tc.FunctionCall.Name
+				if json.Unmarshal([]byte(tc.FunctionCall.Arguments), &args) != nil {
+					args = map[string]any{"arguments": tc.FunctionCall.Arguments}
+				}
+				calls[tc.ID] = call{tc.FunctionCall.Name, tc.FunctionCall.Arguments}
+				pending = append(pending, tc.ID)
 				c.Parts = append(c.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.FunctionCall.Name, Args: args}})
 			}
 		case llms.ToolChatMessage:
@@ -132,38 +141,34 @@ func unitContent(msgs []llms.ChatMessage) *genai.Content {
 			if json.Unmarshal([]byte(m.Content), &resp) != nil {
 				resp = map[string]any{"output": m.Content}
 			}
-			name := names[m.ID]
-			if name == "" {
-				name = m.ID
+			cl, ok := calls[m.ID]
+			if !ok {
+				cl = call{name: m.ID}
 			}
-			c.Parts = append(c.Parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: m.ID, Name: name, Response: resp}})
+			pending = slices.DeleteFunc(pending, func(id string) bool { return id == m.ID })
+			c.Parts = append(c.Parts,
+				&genai.Part{FunctionResponse: &genai.FunctionResponse{ID: m.ID, Name: cl.name, Response: resp}},
+				genai.NewPartFromText(fmt.Sprintf("%s(%s) returned %s", cl.name, cl.args, m.Content)))
 		default:
 			if text := m.GetContent(); text != "" {
 				c.Parts = append(c.Parts, genai.NewPartFromText(text))
 			}
 		}
 	}
+	for _, id := range pending {
+		c.Parts = append(c.Parts, genai.NewPartFromText(fmt.Sprintf("%s(%s) was called", calls[id].name, calls[id].args)))
+	}
 	return c
 }
 
-// contentText is the text of a content's parts as a token budget counts
-// it: text parts, and calls and responses as their JSON.
+// contentText is the text of a content's parts: what a reader of the
+// text sees, and what a token budget counts.
 func contentText(c *genai.Content) string {
-	var b strings.Builder
+	var texts []string
 	for _, p := range c.Parts {
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		switch {
-		case p.FunctionCall != nil:
-			args, _ := json.Marshal(p.FunctionCall.Args)
-			b.WriteString(p.FunctionCall.Name + string(args))
-		case p.FunctionResponse != nil:
-			resp, _ := json.Marshal(p.FunctionResponse.Response)
-			b.WriteString(p.FunctionResponse.Name + string(resp))
-		default:
-			b.WriteString(p.Text)
+		if p.Text != "" {
+			texts = append(texts, p.Text)
 		}
 	}
-	return b.String()
+	return strings.Join(texts, "\n")
 }

@@ -300,9 +300,11 @@ func TestADKMemorySearch(t *testing.T) {
 			// A tool call is found by its result's words, and comes with it.
 			got = search(t, f.mem, "travel", "ana", "thunderstorms")
 			require.NotEmpty(t, got)
-			assert.Equal(t, "call get_weather | result get_weather", entryText(got[0]))
+			assert.Equal(t, `call get_weather | result get_weather | get_weather({"city":"Lisbon"}) returned {"forecast":"thunderstorms expected"}`, entryText(got[0]),
+				"the call, its result, and both as text for a reader of text parts")
 			assert.Equal(t, "s2", got[0].CustomMetadata["session_id"])
 			assert.Equal(t, "thunderstorms expected", got[0].Content.Parts[1].FunctionResponse.Response["forecast"])
+			assert.Equal(t, "c1", got[0].Content.Parts[1].FunctionResponse.ID)
 			for _, e := range got {
 				assert.NotContains(t, entryText(e), "too, with")
 				assert.NotContains(t, entryText(e), "invoice")
