@@ -12,23 +12,6 @@ import (
 	"google.golang.org/genai"
 )
 
-// checkEventText refuses an event whose text is not UTF-8: JSON (and
-// every store of memstack) would replace its bad bytes silently.
-func checkEventText(ev *session.Event) error {
-	if !utf8.ValidString(ev.ErrorMessage) {
-		return fmt.Errorf("its ErrorMessage is not valid UTF-8")
-	}
-	if ev.Content == nil {
-		return nil
-	}
-	for i, p := range ev.Content.Parts {
-		if p != nil && !utf8.ValidString(p.Text) {
-			return fmt.Errorf("the text of part %d is not valid UTF-8", i)
-		}
-	}
-	return nil
-}
-
 // eventMessages returns the messages a MemoryService adds for an event,
 // and how many bytes of text they hold:
 //

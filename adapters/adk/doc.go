@@ -59,11 +59,17 @@
 // key with compare-and-set, so replicas never lose each other's updates.
 // "temp:" keys are never stored (they stay on the session value for the
 // invocation). Partial (streaming) events are not stored. An event over
-// WithMaxEventBytes (default 8 MiB of JSON) or with text that is not UTF-8
-// is refused with an error wrapping ErrInvalidEvent, and nothing of it is
-// stored. A session updated in the store after the value given to
-// AppendEvent was read is refused with ErrStaleSession, as by ADK's
-// database service.
+// WithMaxEventBytes (default 8 MiB of JSON) or with a string that is not
+// UTF-8 anywhere in it is refused with an error wrapping ErrInvalidEvent,
+// and nothing of it is stored: what is accepted reads back as it was
+// given. AppendEvent moves the session's record by compare-and-set from
+// the version the session value was read at, so of two replicas appending
+// to one session value the second gets ErrStaleSession and stores
+// nothing, as with ADK's database service. Create writes the session's
+// record last, so a Create that fails leaves no session. A store cannot
+// write two state values at once: a failure between them (Create's app
+// and user state, AppendEvent's event and deltas) returns an error that
+// says what was applied, and calling again finishes.
 //
 // MemoryService: the text of each event, as memstack messages (see
 // AddSessionToMemory): a user's text is an llms.HumanChatMessage, a model's
@@ -77,13 +83,17 @@
 // # Idempotent adds
 //
 // ADK may add a session many times during its life. AddSessionToMemory
-// records, on the conversation, the last event it took, and takes only the
-// events after it; every message is also stored under a save key made of
-// its event's ID, so two adds at once, or an add retried after a lost
-// reply, store it once. Adding the same session again, a longer version
-// of it, or a window of it (Get with NumRecentEvents) stores each event
-// once. It needs event IDs: an event with text and no ID is refused
-// (ErrInvalidEvent), and every event is checked before anything is stored.
+// keeps, on the conversation, the keys of the events it added (an event's
+// ID, time and content) and adds only the others; every message is also
+// stored under a save key made of its event's key, so two adds at once,
+// or an add retried after a lost reply, store it once. Adding the same
+// session again, a longer version of it, or a window of it (Get with
+// NumRecentEvents) stores each event once, in the order the adds first
+// see them. A session deleted and created again under the same ID adds
+// its new events; after a Clear of the conversation the session is added
+// again whole. It needs event IDs: an event with text and no ID is
+// refused (ErrInvalidEvent), and every event is checked before anything
+// is stored.
 //
 // # Search
 //
@@ -95,9 +105,11 @@
 // WithRecallIndex it searches the database's index, so a replica that
 // starts cold reads only what it shows. It returns one entry per turn,
 // best first, as many as WithTokenBudget (default DefaultTokenBudget
-// tokens) holds: Author "user" or the session's agent, Timestamp the
+// tokens) holds: Author "user" or the agent that said it, Timestamp the
 // event's, ID "session/Seq", and CustomMetadata "session_id", "seq" and
-// "score".
+// "score". A tool call's entry holds the call and its result as
+// FunctionCall and FunctionResponse parts and, for readers of text
+// (preloadmemorytool shows text parts only), as a text part too.
 //
 // # Forgetting and exporting a user
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,10 +38,11 @@ const addedStateName = "adk.memory-added"
 // WithRecallOptions configures the memories.Recall a MemoryService
 // searches with: WithHybrid or WithVector for vector or hybrid retrieval
 // (BM25 by default), WithK, WithThreshold, WithNeighbourShare,
-// WithRecallUnit, WithCacheSize... The service sets the store,
-// RecallScopeUser and WithRequireIdentity itself; WithRecallScope is
-// accepted (RecallScopeConversation would search nothing useful: a search
-// has no session).
+// WithRecallUnit, WithCacheSize... The service sets, after these, the
+// store it was given, RecallScopeUser and WithRequireIdentity: a
+// WithStore or WithRecallScope among them has no effect (another store
+// would hide the turns from ForgetUser and ExportUser; a tenant scope
+// would show a user other users' turns).
 func WithRecallOptions(opts ...memories.RecallOption) Option {
 	return func(c *config) { c.recallOpts = append(c.recallOpts, opts...) }
 }
@@ -108,32 +110,74 @@ func NewMemoryService(st store.Store, opts ...Option) (*MemoryService, error) {
 			return nil, fmt.Errorf("adk: NewMemoryService: %w", err)
 		}
 	}
-	ropts := []memories.RecallOption{memories.WithStore(st), memories.WithRequireIdentity()}
+	// The service's own options last: a store or scope among the caller's
+	// would split the data from ForgetUser's and ExportUser's, or show a
+	// user other users' turns.
+	ropts := append(slices.Clone(c.recallOpts), memories.WithStore(st), memories.WithRequireIdentity())
 	if _, ok := st.(store.Users); ok {
 		ropts = append(ropts, memories.WithRecallScope(memories.RecallScopeUser))
 	}
-	recall, err := memories.NewRecall(append(ropts, c.recallOpts...)...)
+	recall, err := memories.NewRecall(ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("adk: NewMemoryService: %w", err)
 	}
 	return &MemoryService{recall: recall, st: st, counter: c.counter, budget: c.budget, maxEvent: c.maxEvent}, nil
 }
 
-// added is what a MemoryService has added of a session: the ID and time
-// of the last event it took, and the model turns' author.
+// added is what a MemoryService has added of a session, kept as a state
+// value on its conversation.
 type added struct {
-	Last string    `json:"last"`
-	At   time.Time `json:"at"`
-	// Agent is the author of the session's model events, while they all
-	// have the same one; Mixed is set once two authors were seen.
-	Agent string `json:"agent,omitempty"`
-	Mixed bool   `json:"mixed,omitempty"`
+	// Gen is the absent version the record had when it was first
+	// written: a part of every save key, so that after a Clear of the
+	// conversation (which removes this record and gives the name a fresh
+	// absent version) the session is stored again, even by a store that
+	// still remembers the old keys (redisstore, for two minutes).
+	Gen int64 `json:"gen"`
+	// Keys holds the key (eventKey) of every event added.
+	Keys []string `json:"keys"`
+	// Agent is the author of the first model turn added; Authors maps the
+	// key of a model message (messageKey) to its author when another
+	// agent said it.
+	Agent   string            `json:"agent,omitempty"`
+	Authors map[string]string `json:"authors,omitempty"`
 }
 
 // pending is an event of a session with what it adds.
 type pending struct {
 	ev   *session.Event
+	key  string
 	msgs []llms.ChatMessage
+}
+
+// eventKey names an event by its ID, time and content: two events are the
+// same only when all three are (a session deleted and created again may
+// reuse IDs; an event edited since it was added is added again).
+func eventKey(ev *session.Event) (string, error) {
+	content, err := json.Marshal(ev.Content)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(ev.ID))
+	h.Write([]byte{0})
+	h.Write([]byte(ev.Timestamp.UTC().Format(time.RFC3339Nano)))
+	h.Write([]byte{0})
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+// messageKey names a model message by its content and tool calls: how a
+// search finds its author.
+func messageKey(msg llms.ChatMessage) string {
+	h := sha256.New()
+	h.Write([]byte(msg.GetContent()))
+	if ai, ok := msg.(llms.AIChatMessage); ok {
+		for _, tc := range ai.ToolCalls {
+			h.Write([]byte{0})
+			h.Write([]byte(tc.ID))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // AddSessionToMemory stores the turns of s's events that carry text (see
@@ -141,19 +185,20 @@ type pending struct {
 // events' own times, in the conversation {AppName, UserID, ID} of the
 // MemoryService's store, and indexes them.
 //
-// It may be called any number of times per session: it stores each event
-// once. It records the last event it took (a state value on the
-// conversation) and next time takes the events after it — all of s's
-// events when that one is not among them and s is a different stretch of
-// the session, those with a later Timestamp. Each message is stored under
-// a save key made of its event's ID (memstack.WithSaveKey), so two
-// concurrent adds of one session, or one retried after an error, store it
-// once too.
+// It may be called any number of times per session, with the whole
+// session, a longer version of it or a window of it (Get with
+// NumRecentEvents): it stores each event once, in the order it first sees
+// them. It keeps the keys of the events it added (a state value on the
+// conversation: an event's ID, time and content) and adds the others;
+// each message is also stored under a save key made of its event's key
+// (memstack.WithSaveKey), so two concurrent adds of one session, or one
+// retried after an error, store it once too. After a Clear of the
+// conversation the session is added again whole.
 //
 // Every event is checked before anything is stored: an event with text
-// but no ID, text that is not UTF-8, or more than WithMaxEventBytes of it
-// is an error wrapping ErrInvalidEvent that names the event, and nothing
-// of the call is stored (nothing stored before is touched).
+// but no ID, a string that is not UTF-8, or more than WithMaxEventBytes
+// of text is an error wrapping ErrInvalidEvent that names the event, and
+// nothing of the call is stored (nothing stored before is touched).
 func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Session) error {
 	if s == nil {
 		return errors.New("adk: AddSessionToMemory: session is nil")
@@ -174,6 +219,9 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if ev == nil || ev.Partial {
 				continue
 			}
+			if err := checkUTF8(ev); err != nil {
+				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
+			}
 			msgs, size, err := eventMessages(ev)
 			if err != nil {
 				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
@@ -181,13 +229,17 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if size > m.maxEvent {
 				return fmt.Errorf("%w: session %q: event %d (ID %q) holds %d bytes of text, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, i, ev.ID, size, m.maxEvent)
 			}
+			if len(msgs) == 0 {
+				continue
+			}
 			if ev.ID == "" {
-				if len(msgs) == 0 {
-					continue
-				}
 				return fmt.Errorf("%w: session %q: event %d has text but no ID: adding a session again needs its events' IDs", ErrInvalidEvent, sid, i)
 			}
-			items = append(items, pending{ev: ev, msgs: msgs})
+			key, err := eventKey(ev)
+			if err != nil {
+				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
+			}
+			items = append(items, pending{ev: ev, key: key, msgs: msgs})
 		}
 	}
 	sctx := memstack.WithIdentity(ctx, id)
@@ -196,81 +248,96 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 		if err != nil {
 			return fmt.Errorf("adk: AddSessionToMemory: session %q: %w", sid, err)
 		}
-		var done added
+		done := added{Gen: st.Version}
 		if st.Exists() {
 			if err := json.Unmarshal(st.Value, &done); err != nil {
 				return fmt.Errorf("adk: AddSessionToMemory: session %q: its record does not decode: %w (%w)", sid, err, store.ErrCorrupt)
 			}
 		}
-		todo := items[newFrom(items, done, st.Exists()):]
+		have := make(map[string]bool, len(done.Keys))
+		for _, k := range done.Keys {
+			have[k] = true
+		}
+		var todo []pending
+		for _, it := range items {
+			if !have[it.key] {
+				have[it.key] = true // an event given twice is added once
+				todo = append(todo, it)
+			}
+		}
 		if len(todo) == 0 {
 			return nil
 		}
 		for _, it := range todo {
-			if err := m.store(sctx, it); err != nil {
+			if err := m.store(sctx, done.Gen, it); err != nil {
 				return fmt.Errorf("adk: AddSessionToMemory: session %q: event %q: %w", sid, it.ev.ID, err)
 			}
-			if agentTurn(it) {
-				switch {
-				case done.Agent == "" && !done.Mixed:
-					done.Agent = it.ev.Author
-				case done.Agent != it.ev.Author:
-					done.Agent, done.Mixed = "", true
-				}
-			}
+			done.Keys = append(done.Keys, it.key)
+			done.noteAuthor(it)
 		}
-		last := todo[len(todo)-1].ev
-		done.Last, done.At = last.ID, last.Timestamp
 		data, err := json.Marshal(done)
 		if err != nil {
 			return fmt.Errorf("adk: AddSessionToMemory: session %q: %w", sid, err)
 		}
 		_, err = m.st.PutState(ctx, id, addedStateName, data, st.Version)
-		if err == nil || !errors.Is(err, store.ErrConflict) || tries == 8 {
-			if err != nil {
-				return fmt.Errorf("adk: AddSessionToMemory: session %q: its turns are stored, recording them failed: %w", sid, err)
-			}
+		if err == nil {
 			return nil
 		}
-		// Another add of the session recorded first: see what it took.
+		if !errors.Is(err, store.ErrConflict) || tries == 8 {
+			return fmt.Errorf("adk: AddSessionToMemory: session %q: its turns are stored, recording them failed (add the session again): %w", sid, err)
+		}
+		// Another add of the session recorded first (or a Clear ran):
+		// see what it took.
 	}
 }
 
-// newFrom returns the index of the first of items not added yet.
-func newFrom(items []pending, done added, any bool) int {
-	if !any {
-		return 0
+// noteAuthor records who said an event's model messages.
+func (a *added) noteAuthor(it pending) {
+	author := it.ev.Author
+	if author == "" || author == "user" {
+		return
 	}
-	for i := len(items) - 1; i >= 0; i-- {
-		if items[i].ev.ID == done.Last {
-			return i + 1
-		}
-	}
-	for i, it := range items {
-		if it.ev.Timestamp.After(done.At) {
-			return i
-		}
-	}
-	return len(items)
-}
-
-func agentTurn(it pending) bool {
 	for _, msg := range it.msgs {
-		if msg.GetType() == llms.ChatMessageTypeAI {
-			return it.ev.Author != "" && it.ev.Author != "user"
+		if msg.GetType() != llms.ChatMessageTypeAI {
+			continue
+		}
+		switch {
+		case a.Agent == "":
+			a.Agent = author
+		case author != a.Agent:
+			if a.Authors == nil {
+				a.Authors = map[string]string{}
+			}
+			a.Authors[messageKey(msg)] = author
 		}
 	}
-	return false
+}
+
+// authorOf returns who said a model turn: the author recorded for its
+// first model message, else the session's agent, else "model".
+func (a added) authorOf(msgs []llms.ChatMessage) string {
+	for _, msg := range msgs {
+		if msg.GetType() == llms.ChatMessageTypeAI {
+			if who, ok := a.Authors[messageKey(msg)]; ok {
+				return who
+			}
+			break
+		}
+	}
+	if a.Agent != "" {
+		return a.Agent
+	}
+	return "model"
 }
 
 // store adds an event's messages, each under a save key made of the
-// event's ID and the message's place in it, at the event's time.
-func (m *MemoryService) store(ctx context.Context, it pending) error {
+// record's generation, the event's key and the message's place in it, at
+// the event's time.
+func (m *MemoryService) store(ctx context.Context, gen int64, it pending) error {
 	if !it.ev.Timestamp.IsZero() {
 		ctx = memstack.WithTime(ctx, it.ev.Timestamp)
 	}
-	sum := sha256.Sum256([]byte(it.ev.ID))
-	key := "adk-memory:" + hex.EncodeToString(sum[:16])
+	key := "adk-memory:" + strconv.FormatInt(gen, 36) + ":" + it.key
 	for j, msg := range it.msgs {
 		if err := m.recall.AddMessage(memstack.WithSaveKey(ctx, key+":"+strconv.Itoa(j)), msg); err != nil {
 			return err
@@ -285,8 +352,8 @@ func (m *MemoryService) store(ctx context.Context, it pending) error {
 // and the next, smaller one may be taken). Each entry is one turn (a user
 // message, or a model message with the tool calls and results that follow
 // it): ID "session/Seq", Content of role "user" or "model", Author "user"
-// or the session's agent ("model" when several agents spoke), Timestamp
-// the event's, and CustomMetadata "session_id", "seq" and "score". Other
+// or the agent whose event it was ("model" when that is not known: a turn
+// stored by something other than a MemoryService), Timestamp the event's, and CustomMetadata "session_id", "seq" and "score". Other
 // users' and other apps' turns are never returned. An empty query finds
 // nothing.
 func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequest) (*memory.SearchResponse, error) {
@@ -305,7 +372,7 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 	if err != nil {
 		return nil, fmt.Errorf("adk: SearchMemory: user %q of app %q: %w", req.UserID, req.AppName, err)
 	}
-	agents := map[memstack.Identity]string{}
+	records := map[memstack.Identity]added{}
 	used := 0
 	for _, mt := range matches {
 		content := unitContent(mt.Messages)
@@ -322,9 +389,11 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 		used += n
 		author := "user"
 		if content.Role != "user" {
-			if author, err = m.agentOf(ctx, mt.Conversation, agents); err != nil {
+			rec, err := m.recordOf(ctx, mt.Conversation, records)
+			if err != nil {
 				return nil, err
 			}
+			author = rec.authorOf(mt.Messages)
 		}
 		resp.Memories = append(resp.Memories, memory.Entry{
 			ID:        mt.Conversation.Conversation + "/" + strconv.FormatInt(mt.Seq, 10),
@@ -341,20 +410,19 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 	return resp, nil
 }
 
-// agentOf returns the author of a session's model turns ("model" when
-// there were several, or none is known), read once per search.
-func (m *MemoryService) agentOf(ctx context.Context, id memstack.Identity, seen map[memstack.Identity]string) (string, error) {
+// recordOf returns what was added of a session (for its authors), read
+// once per search.
+func (m *MemoryService) recordOf(ctx context.Context, id memstack.Identity, seen map[memstack.Identity]added) (added, error) {
 	if a, ok := seen[id]; ok {
 		return a, nil
 	}
 	st, err := m.st.GetState(ctx, id, addedStateName)
 	if err != nil {
-		return "", fmt.Errorf("adk: SearchMemory: session %q: %w", id.Conversation, err)
+		return added{}, fmt.Errorf("adk: SearchMemory: session %q: %w", id.Conversation, err)
 	}
-	a := "model"
-	var done added
-	if st.Exists() && json.Unmarshal(st.Value, &done) == nil && done.Agent != "" {
-		a = done.Agent
+	var a added
+	if st.Exists() {
+		_ = json.Unmarshal(st.Value, &a) // a damaged record costs the authors only: "model"
 	}
 	seen[id] = a
 	return a, nil

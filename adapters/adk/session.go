@@ -201,6 +201,9 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 		return nil, err
 	}
 	app, user := req.AppName, req.UserID
+	if err := checkUTF8(req.State); err != nil {
+		return nil, fmt.Errorf("%w: Create: session %q: the state's %w", ErrInvalidEvent, sid, err)
+	}
 	appDelta, userDelta, own := splitState(req.State)
 	now := platform.Now(ctx)
 	rec := record{Created: now, Updated: now, State: own}
@@ -219,6 +222,31 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	if cur.Exists() {
 		return nil, fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
 	}
+	// Events an AppendEvent stored while a Delete of an earlier session of
+	// this ID ran are not this session's.
+	stat, err := s.st.Stat(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
+	}
+	if stat.Count > 0 {
+		if err := s.st.Clear(ctx, id); err != nil {
+			return nil, fmt.Errorf("adk: Create: removing what a deleted session %q left: %w", sid, err)
+		}
+		if cur, err = s.st.GetState(ctx, id, sessionRecordName); err != nil {
+			return nil, fmt.Errorf("adk: Create: reading session %q of user %q: %w", sid, user, err)
+		}
+	}
+	// The app's and the user's state first: the record is the commit
+	// point, so a Create that fails leaves no session behind (and none of
+	// another replica's events is removed to undo it).
+	appState, err := s.updateScoped(ctx, appStateID(app), appDelta)
+	if err != nil {
+		return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
+	}
+	userState, err := s.updateScoped(ctx, userStateID(app, user), userDelta)
+	if err != nil {
+		return nil, fmt.Errorf("adk: Create: session %q of user %q (the app state is updated): %w", sid, user, err)
+	}
 	version, err := s.st.PutState(ctx, id, sessionRecordName, data, cur.Version)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -226,27 +254,16 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 		}
 		return nil, fmt.Errorf("adk: Create: storing session %q of user %q: %w", sid, user, err)
 	}
-	appState, err := s.updateScoped(ctx, appStateID(app), appDelta)
-	if err == nil {
-		var userState map[string]any
-		if userState, err = s.updateScoped(ctx, userStateID(app, user), userDelta); err == nil {
-			return &session.CreateResponse{Session: s.newSession(app, user, sid, version, mergeStates(appState, userState, own), nil, now)}, nil
-		}
-	}
-	// The session must not stay without the state it was created with.
-	if ferr := s.st.Forget(context.WithoutCancel(ctx), id); ferr != nil {
-		err = errors.Join(err, fmt.Errorf("removing the session again: %w", ferr))
-	}
-	return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
+	return &session.CreateResponse{Session: s.newSession(app, user, sid, version, mergeStates(appState, userState, own), nil, now)}, nil
 }
 
 // Get returns a session with its events, oldest first: the newest
 // req.NumRecentEvents of them when it is above 0, and of those the ones
-// whose Timestamp is not before req.After when it is set. It reads the
-// events it returns, not the whole session: NumRecentEvents reads that
-// many; After alone reads back from the newest until an event before
-// After. A session the user does not have is an error wrapping
-// ErrSessionNotFound.
+// whose Timestamp is not before req.After when it is set. With
+// NumRecentEvents it reads that many events, not the whole session; After
+// alone reads every event (timestamps need not be in append order: a
+// replica's clock, an imported event). A session the user does not have
+// is an error wrapping ErrSessionNotFound.
 func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*session.GetResponse, error) {
 	if req == nil {
 		return nil, errors.New("adk: Get: request is nil")
@@ -281,17 +298,6 @@ func (s *SessionService) readEvents(ctx context.Context, id memstack.Identity, n
 	switch {
 	case n > 0:
 		recs, err = s.st.Last(ctx, id, n)
-	case !after.IsZero():
-		// Back from the newest, four times as many each round, until the
-		// oldest read is before after or every event is read.
-		for k := 64; ; k *= 4 {
-			if recs, err = s.st.Last(ctx, id, k); err != nil || len(recs) < k {
-				break
-			}
-			if ev, derr := decodeEvent(id, recs[0]); derr != nil || ev.Timestamp.Before(after) {
-				break
-			}
-		}
 	default:
 		recs, err = s.st.All(ctx, id)
 	}
@@ -403,17 +409,22 @@ func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 // service did not return, the record must not be newer than
 // sess.LastUpdateTime()), so of two replicas appending to one session
 // value the second gets an error wrapping ErrStaleSession and stores
-// nothing, as with ADK's database service: Get the session again. Then
-// the event is stored as one message under an append key made of its ID
-// and contents, so a retried AppendEvent (after an error wrapping
-// store.ErrOutcomeUnknown) stores it once. When that store fails the
-// state delta stays applied and the error says so; calling AppendEvent
-// again with the same session value and event stores the event (the
-// claim was the value's own).
+// nothing, as with ADK's database service: Get the session again. The
+// claim applies the session's own state delta and moves the session's
+// update time to the event's Timestamp (never back). Then the event is
+// stored as one message under an append key made of its ID and contents,
+// so a retried AppendEvent (after an error wrapping
+// store.ErrOutcomeUnknown) stores it once; then the app's and the user's
+// deltas are applied. A failure after the claim says what is applied;
+// calling AppendEvent again with the same session value and event
+// finishes it (the claim was the value's own). A session deleted while
+// the event was stored loses the event again, and the call returns an
+// error wrapping ErrSessionNotFound.
 //
-// A session the store no longer holds is an error wrapping
-// ErrSessionNotFound; an event over WithMaxEventBytes or with text that
-// is not UTF-8, one wrapping ErrInvalidEvent: then nothing is stored.
+// A session the store does not hold is an error wrapping
+// ErrSessionNotFound; an event over WithMaxEventBytes or with a string
+// that is not UTF-8 anywhere in it, one wrapping ErrInvalidEvent: then
+// nothing is stored.
 //
 // When sess is a value this service returned, its state and events are
 // updated too, as the runner expects.
@@ -438,7 +449,7 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		event.Timestamp = platform.Now(ctx)
 	}
 	stored := trimTemp(event)
-	if err := checkEventText(event); err != nil {
+	if err := checkUTF8(stored); err != nil {
 		return fmt.Errorf("%w: session %q: event %q: %w", ErrInvalidEvent, sid, event.ID, err)
 	}
 	data, err := json.Marshal(stored)
@@ -463,17 +474,15 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 			rec.Updated.Format(time.RFC3339Nano), seen.Format(time.RFC3339Nano))
 	}
 	appDelta, userDelta, ownDelta := splitState(stored.Actions.StateDelta)
-	if _, err := s.updateScoped(ctx, appStateID(app), appDelta); err != nil {
-		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
-	}
-	if _, err := s.updateScoped(ctx, userStateID(app, user), userDelta); err != nil {
-		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
-	}
 	// Claim the update: the record moves only from the version read, so
 	// of two replicas appending to one session value, the second is
-	// stale, as in ADK's database service.
+	// stale, as in ADK's database service. Its update time never goes
+	// back (an event dated before it: a replica's clock, an import).
 	maps.Copy(rec.State, ownDelta)
-	rec.Updated = event.Timestamp
+	if event.Timestamp.After(rec.Updated) {
+		rec.Updated = event.Timestamp
+	}
+	updated := rec.Updated
 	recData, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("%w: session %q: event %q: its state delta is not JSON: %w", ErrInvalidEvent, sid, event.ID, err)
@@ -486,17 +495,33 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
 	}
 	if own != nil && own.sameStore(s) {
-		// The claim is this value's: a retry after a failed append below
-		// is not stale.
+		// The claim is this value's: a retry after a failure below is
+		// not stale.
 		own.setVersion(next)
 	}
 	sum := sha256.Sum256(append([]byte(event.ID+"\x00"), data...))
 	actx := store.WithAppendKey(memstack.WithTime(ctx, event.Timestamp), "adk-event:"+hex.EncodeToString(sum[:16]))
 	if err := s.st.Append(actx, id, llms.GenericChatMessage{Role: eventRole, Content: string(data)}); err != nil {
-		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q (its state delta is applied; append it again): %w", event.ID, sid, err)
+		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q (the session's own state delta is applied; append the event again): %w", event.ID, sid, err)
+	}
+	// A Delete that ran since the claim left the event on its own: take
+	// it away again.
+	if cur, err := s.st.GetState(ctx, id, sessionRecordName); err == nil && !cur.Exists() {
+		if ferr := s.st.Forget(ctx, id); ferr != nil {
+			return fmt.Errorf("%w: session %q was deleted while event %q was appended (removing the event: %w)", ErrSessionNotFound, sid, event.ID, ferr)
+		}
+		return fmt.Errorf("%w: session %q was deleted while event %q was appended", ErrSessionNotFound, sid, event.ID)
+	}
+	// The app's and the user's state last: a failure before leaves them
+	// as they were.
+	if _, err := s.updateScoped(ctx, appStateID(app), appDelta); err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its app state delta is not (append the event again): %w", sid, event.ID, err)
+	}
+	if _, err := s.updateScoped(ctx, userStateID(app, user), userDelta); err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its user state delta is not (append the event again): %w", sid, event.ID, err)
 	}
 	if own != nil {
-		own.appended(event, stored)
+		own.appended(event, stored, updated)
 	}
 	return nil
 }
@@ -672,7 +697,7 @@ func (s *adkSession) setVersion(v int64) {
 // appended records on the session value an event AppendEvent stored:
 // every key of its delta (also "temp:" ones, for the rest of the
 // invocation) and the event without its "temp:" keys.
-func (s *adkSession) appended(event, stored *session.Event) {
+func (s *adkSession) appended(event, stored *session.Event, updated time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == nil {
@@ -680,7 +705,7 @@ func (s *adkSession) appended(event, stored *session.Event) {
 	}
 	maps.Copy(s.state, event.Actions.StateDelta)
 	s.events = append(s.events, stored)
-	s.updated = event.Timestamp
+	s.updated = updated
 }
 
 func (s *adkSession) ID() string      { return s.id }

@@ -114,13 +114,24 @@ func TestADKReview_AppendEventRaceBetweenReplicas(t *testing.T) {
 				return nil
 			}
 			errA := a.AppendEvent(ctx, va, adkDelta("a1", now.Add(time.Second), "A books a seat", map[string]any{"seats": 2.0}))
-			stale := errors.Is(errA, adk.ErrStaleSession) || errors.Is(errB, adk.ErrStaleSession)
-			assert.True(t, stale, "both replicas' appends to one session value were accepted (A: %v, B: %v): two seats booked, state says 2", errA, errB)
+			staleA, staleB := errors.Is(errA, adk.ErrStaleSession), errors.Is(errB, adk.ErrStaleSession)
+			require.True(t, staleA != staleB, "exactly one of the replicas' appends to one session value is accepted (A: %v, B: %v)", errA, errB)
+			winner, loser, wv, lv := a, r2, va, vb
+			if staleA {
+				winner, loser, wv, lv = r2, a, vb, va
+			}
+			if staleA {
+				require.NoError(t, errB)
+			} else {
+				require.NoError(t, errA)
+			}
+			assert.Equal(t, 1, getSession(t, a, "travel", "ana", "s1").Events().Len(), "the stale append stored nothing")
 
-			// And A goes on: its next append is accepted too, though A has
-			// never seen B's event (the record's time went back to A's).
-			err = a.AppendEvent(ctx, va, adkDelta("a2", now.Add(3*time.Second), "A again", nil))
-			assert.ErrorIs(t, err, adk.ErrStaleSession, "A's value lacks B's event")
+			// The winner's value goes on; the loser's stays stale until it
+			// reads the session again.
+			require.NoError(t, winner.AppendEvent(ctx, wv, adkDelta("w2", now.Add(3*time.Second), "winner again", nil)))
+			err = loser.AppendEvent(ctx, lv, adkDelta("l2", now.Add(4*time.Second), "loser again", nil))
+			assert.ErrorIs(t, err, adk.ErrStaleSession, "the loser's value lacks the winner's events")
 		})
 	}
 }
@@ -230,10 +241,13 @@ func eventsText(s session.Session) []string {
 }
 
 // TestADKReview_CreateFailureLeavesAppStateAndDropsOthersEvents: Create
-// stores the session record, then the app's state, then the user's. When
-// the user's fails, Create removes the session (Forget) but keeps the
-// app delta; and an event another replica appended to the session
-// meanwhile — accepted, nil error — is removed with it.
+// stored the session record, then the app's state, then the user's, and
+// when the user's failed it removed the session (Forget) — with an event
+// another replica had appended meanwhile and been told was stored. Now the
+// record is Create's last write, its commit point: a Create that fails
+// leaves no session (so no replica can append to it), and its error says
+// which of the app's and user's state it had updated (a store cannot
+// write both at once).
 func TestADKReview_CreateFailureLeavesAppStateAndDropsOthersEvents(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -253,7 +267,7 @@ func TestADKReview_CreateFailureLeavesAppStateAndDropsOthersEvents(t *testing.T)
 				var err error
 				once.Do(func() {
 					// Another replica (the client retried on another node
-					// with the ID it chose) finds the session and appends.
+					// with the ID it chose) looks for the session.
 					var got *session.GetResponse
 					if got, errB = r2.Get(ctx, &session.GetRequest{AppName: "travel", UserID: "ana", SessionID: "s1"}); errB == nil {
 						errB = r2.AppendEvent(ctx, got.Session, adkText("b1", "user", time.Now().Add(time.Second), "accepted by replica B"))
@@ -265,19 +279,17 @@ func TestADKReview_CreateFailureLeavesAppStateAndDropsOthersEvents(t *testing.T)
 			_, err = a.Create(ctx, &session.CreateRequest{AppName: "travel", UserID: "ana", SessionID: "s1",
 				State: map[string]any{"app:banner": "spring", "user:plan": "gold"}})
 			require.Error(t, err)
+			assert.Contains(t, err.Error(), "the app state is updated", "the error says what was applied")
 			hs.onPut = nil
+			assert.ErrorIs(t, errB, adk.ErrSessionNotFound, "no replica finds a session whose Create has not committed")
 
-			created, err := r2.Create(ctx, &session.CreateRequest{AppName: "travel", UserID: "ana", SessionID: "s2"})
-			require.NoError(t, err)
-			_, has := stateOf(created.Session, "app:banner")
-			assert.False(t, has, "a failed Create left its app: state behind")
-
-			if assert.NoError(t, errB, "replica B's append") {
-				got, err := r2.Get(ctx, &session.GetRequest{AppName: "travel", UserID: "ana", SessionID: "s1"})
-				if assert.NoError(t, err, "replica B's accepted event's session is gone") {
-					assert.Equal(t, 1, got.Session.Events().Len())
-				}
-			}
+			_, err = r2.Get(ctx, &session.GetRequest{AppName: "travel", UserID: "ana", SessionID: "s1"})
+			assert.ErrorIs(t, err, adk.ErrSessionNotFound, "a failed Create leaves no session")
+			created, err := r2.Create(ctx, &session.CreateRequest{AppName: "travel", UserID: "ana", SessionID: "s1", State: map[string]any{"user:plan": "gold"}})
+			require.NoError(t, err, "the Create can be retried")
+			plan, has := stateOf(created.Session, "user:plan")
+			assert.True(t, has)
+			assert.Equal(t, "gold", plan)
 		})
 	}
 }
