@@ -44,32 +44,45 @@
 // the one memstack's langchaingo memories would use for it, so a
 // memories.Recall, Summary or Facts on the same store reads it too. A
 // search covers every conversation of {a, u} and nothing of any other
-// user or app. The session itself (its record and events) lives under the
-// derived identity SessionIdentity(a, u, s), the user's state under
-// {a, u, "\x00adk-user-state"} and the app's under {a, "",
-// "\x00adk-app-state"}: derived identities (a leading NUL), which no
-// memory layer indexes or shows.
+// user or app. The session itself lives under derived identities (a
+// leading NUL), which no memory layer indexes or shows: its record under
+// SessionIdentity(a, u, s), its events under {a, u,
+// EventsConversationPrefix + generation + ":" + s}, where the generation
+// is a random name drawn when the session was created (so a session
+// deleted and created again under its ID never shows the old one's
+// events); the user's state under {a, u, "\x00adk-user-state"} and the
+// app's under {a, "", "\x00adk-app-state"}.
 //
 // # What is stored
 //
 // SessionService: a session is a state value (its own state, its creation
-// and update times) and its events, one message each (the event as JSON,
-// llms.GenericChatMessage with Role "adk-event"), dated with the event's
-// Timestamp; app and user state are one state value each, updated key by
-// key with compare-and-set, so replicas never lose each other's updates.
-// "temp:" keys are never stored (they stay on the session value for the
-// invocation). Partial (streaming) events are not stored. An event over
-// WithMaxEventBytes (default 8 MiB of JSON) or with a string that is not
-// UTF-8 anywhere in it is refused with an error wrapping ErrInvalidEvent,
-// and nothing of it is stored: what is accepted reads back as it was
-// given. AppendEvent moves the session's record by compare-and-set from
-// the version the session value was read at, so of two replicas appending
-// to one session value the second gets ErrStaleSession and stores
-// nothing, as with ADK's database service. Create writes the session's
-// record last, so a Create that fails leaves no session. A store cannot
-// write two state values at once: a failure between them (Create's app
-// and user state, AppendEvent's event and deltas) returns an error that
-// says what was applied, and calling again finishes.
+// and update times, its generation) and its events, one message each (the
+// event as JSON, llms.GenericChatMessage with Role "adk-event"), dated
+// with the event's Timestamp; app and user state are one state value
+// each, updated key by key with compare-and-set, so replicas never lose
+// each other's updates. "temp:" keys are never stored (they stay on the
+// session value for the invocation). Partial (streaming) events are not
+// stored. What is accepted reads back as it was given, with JSON's types
+// (numbers as float64, as with ADK's database service): an event over
+// WithMaxEventBytes (default 8 MiB of JSON), or holding a string that is
+// not UTF-8 or an integer beyond ±2^53 anywhere, is refused with an error
+// wrapping ErrInvalidEvent, and nothing of it is stored.
+//
+// Replicas share sessions safely. AppendEvent moves the session's record
+// by compare-and-set from the version the session value was read at, so
+// of two replicas appending to one session value the second gets
+// ErrStaleSession and stores nothing, as with ADK's database service.
+// Create first reserves the ID (a record marked pending, which Get, List
+// and AppendEvent do not see), then updates the app's and the user's
+// state, then makes the record whole: of two Creates of one ID the second
+// stops before it changes any state, and a Create that fails leaves no
+// session (a reservation left by a process that died is taken over after
+// a minute). Delete removes the record, then the events; an AppendEvent
+// that stored its event while the session was deleted removes it again
+// and returns ErrSessionNotFound. A store cannot write two state values
+// at once: a failure between them (Create's app and user state,
+// AppendEvent's event and deltas) returns an error that says what was
+// applied, and calling again finishes.
 //
 // MemoryService: the text of each event, as memstack messages (see
 // AddSessionToMemory): a user's text is an llms.HumanChatMessage, a model's
@@ -84,16 +97,20 @@
 //
 // ADK may add a session many times during its life. AddSessionToMemory
 // keeps, on the conversation, the keys of the events it added (an event's
-// ID, time and content) and adds only the others; every message is also
-// stored under a save key made of its event's key, so two adds at once,
-// or an add retried after a lost reply, store it once. Adding the same
-// session again, a longer version of it, or a window of it (Get with
-// NumRecentEvents) stores each event once, in the order the adds first
-// see them. A session deleted and created again under the same ID adds
-// its new events; after a Clear of the conversation the session is added
-// again whole. It needs event IDs: an event with text and no ID is
-// refused (ErrInvalidEvent), and every event is checked before anything
-// is stored.
+// ID, time and content, as the event reads back from JSON, so the runner's
+// session value and a Get of it give the same keys) and adds only the
+// others; every message is also stored under a save key made of its
+// event's key, so two adds at once, or an add retried after a lost reply,
+// store it once. Adding the same session again, a longer version of it,
+// or a window of it (Get with NumRecentEvents) stores each event once, in
+// the order the adds first see them. A session deleted and created again
+// under the same ID adds its new events; after a Clear of the
+// conversation the session is added again whole (and an add that a Clear
+// interrupts does not store twice what it stored after the Clear). An add
+// reads and writes that record whole, about 27 bytes an event: it costs
+// what the session it is given costs. It needs event IDs: an event with
+// text and no ID is refused (ErrInvalidEvent), and every event is checked
+// before anything is stored.
 //
 // # Search
 //
@@ -105,7 +122,9 @@
 // WithRecallIndex it searches the database's index, so a replica that
 // starts cold reads only what it shows. It returns one entry per turn,
 // best first, as many as WithTokenBudget (default DefaultTokenBudget
-// tokens) holds: Author "user" or the agent that said it, Timestamp the
+// tokens) holds: Author "user", the agent that said it (kept in a small
+// state value per event time, so a search reads only the authors of what
+// it shows), or "model" for a turn another writer stored, Timestamp the
 // event's, ID "session/Seq", and CustomMetadata "session_id", "seq" and
 // "score". A tool call's entry holds the call and its result as
 // FunctionCall and FunctionResponse parts and, for readers of text

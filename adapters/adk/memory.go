@@ -128,18 +128,23 @@ func NewMemoryService(st store.Store, opts ...Option) (*MemoryService, error) {
 // value on its conversation.
 type added struct {
 	// Gen is the absent version the record had when it was first
-	// written: a part of every save key, so that after a Clear of the
-	// conversation (which removes this record and gives the name a fresh
-	// absent version) the session is stored again, even by a store that
-	// still remembers the old keys (redisstore, for two minutes).
+	// written (before anything of the session was stored): a part of
+	// every save key, so that after a Clear of the conversation (which
+	// removes this record and gives the name a fresh absent version) the
+	// session is stored again, even by a store that still remembers the
+	// old keys (redisstore, for two minutes).
 	Gen int64 `json:"gen"`
 	// Keys holds the key (eventKey) of every event added.
 	Keys []string `json:"keys"`
-	// Agent is the author of the first model turn added; Authors maps the
-	// key of a model message (messageKey) to its author when another
-	// agent said it.
-	Agent   string            `json:"agent,omitempty"`
-	Authors map[string]string `json:"authors,omitempty"`
+}
+
+// authorStatePrefix starts the name of the state value, one per model
+// event's time, in which a MemoryService keeps who said the model
+// messages of that time: a search reads those of the turns it shows.
+const authorStatePrefix = "adk.author."
+
+func authorStateName(at time.Time) string {
+	return authorStatePrefix + strconv.FormatInt(at.UnixNano(), 36)
 }
 
 // pending is an event of a session with what it adds.
@@ -149,12 +154,35 @@ type pending struct {
 	msgs []llms.ChatMessage
 }
 
-// eventKey names an event by its ID, time and content: two events are the
-// same only when all three are (a session deleted and created again may
-// reuse IDs; an event edited since it was added is added again).
+// normalized returns ev as it reads back from JSON (how a SessionService
+// stores it): the same event added from the runner's session value and
+// later from a Get gives the same messages and the same key.
+func normalized(ev *session.Event) (*session.Event, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	out := new(session.Event)
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eventKey names an (normalized) event by its ID, time and content: two
+// events are the same only when all three are (a session deleted and
+// created again may reuse IDs; an event edited since it was added is
+// added again).
 func eventKey(ev *session.Event) (string, error) {
 	content, err := json.Marshal(ev.Content)
 	if err != nil {
+		return "", err
+	}
+	var generic any // map keys in order, numbers as float64
+	if err := json.Unmarshal(content, &generic); err != nil {
+		return "", err
+	}
+	if content, err = json.Marshal(generic); err != nil {
 		return "", err
 	}
 	h := sha256.New()
@@ -166,8 +194,8 @@ func eventKey(ev *session.Event) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)[:12]), nil
 }
 
-// messageKey names a model message by its content and tool calls: how a
-// search finds its author.
+// messageKey names a message by its content and tool calls: how a search
+// finds its author among those of its time.
 func messageKey(msg llms.ChatMessage) string {
 	h := sha256.New()
 	h.Write([]byte(msg.GetContent()))
@@ -189,16 +217,19 @@ func messageKey(msg llms.ChatMessage) string {
 // session, a longer version of it or a window of it (Get with
 // NumRecentEvents): it stores each event once, in the order it first sees
 // them. It keeps the keys of the events it added (a state value on the
-// conversation: an event's ID, time and content) and adds the others;
-// each message is also stored under a save key made of its event's key
-// (memstack.WithSaveKey), so two concurrent adds of one session, or one
-// retried after an error, store it once too. After a Clear of the
-// conversation the session is added again whole.
+// conversation: each event's ID, time and content, as the event reads
+// back from JSON) and adds the others; each message is also stored under
+// a save key made of its event's key (memstack.WithSaveKey), so two
+// concurrent adds of one session, or one retried after an error, store it
+// once too. After a Clear of the conversation the session is added again
+// whole. An add reads and writes that record whole: its cost grows with
+// the number of events added, like the session it is given.
 //
 // Every event is checked before anything is stored: an event with text
-// but no ID, a string that is not UTF-8, or more than WithMaxEventBytes
-// of text is an error wrapping ErrInvalidEvent that names the event, and
-// nothing of the call is stored (nothing stored before is touched).
+// but no ID, a value that would not read back from JSON as given (see
+// SessionService.AppendEvent), or more than WithMaxEventBytes of text is
+// an error wrapping ErrInvalidEvent that names the event, and nothing of
+// the call is stored (nothing stored before is touched).
 func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Session) error {
 	if s == nil {
 		return errors.New("adk: AddSessionToMemory: session is nil")
@@ -219,12 +250,19 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if ev == nil || ev.Partial {
 				continue
 			}
-			if err := checkUTF8(ev); err != nil {
+			bad := func(err error) error {
 				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
 			}
-			msgs, size, err := eventMessages(ev)
+			if err := checkValue(ev); err != nil {
+				return bad(err)
+			}
+			norm, err := normalized(ev)
 			if err != nil {
-				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
+				return bad(err)
+			}
+			msgs, size, err := eventMessages(norm)
+			if err != nil {
+				return bad(err)
 			}
 			if size > m.maxEvent {
 				return fmt.Errorf("%w: session %q: event %d (ID %q) holds %d bytes of text, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, i, ev.ID, size, m.maxEvent)
@@ -235,24 +273,44 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if ev.ID == "" {
 				return fmt.Errorf("%w: session %q: event %d has text but no ID: adding a session again needs its events' IDs", ErrInvalidEvent, sid, i)
 			}
-			key, err := eventKey(ev)
+			key, err := eventKey(norm)
 			if err != nil {
-				return fmt.Errorf("%w: session %q: event %d (ID %q): %w", ErrInvalidEvent, sid, i, ev.ID, err)
+				return bad(err)
 			}
-			items = append(items, pending{ev: ev, key: key, msgs: msgs})
+			items = append(items, pending{ev: norm, key: key, msgs: msgs})
 		}
 	}
+	if len(items) == 0 {
+		return nil
+	}
 	sctx := memstack.WithIdentity(ctx, id)
+	fail := func(what string, err error) error {
+		return fmt.Errorf("adk: AddSessionToMemory: session %q: %s: %w", sid, what, err)
+	}
+	// storedGen[key] is the generation this call stored an event under.
+	storedGen := map[string]int64{}
 	for tries := 0; ; tries++ {
+		if tries == 16 {
+			return fail("recording what was added", errors.New("too many concurrent changes of the record"))
+		}
 		st, err := m.st.GetState(ctx, id, addedStateName)
 		if err != nil {
-			return fmt.Errorf("adk: AddSessionToMemory: session %q: %w", sid, err)
+			return fail("reading what was added", err)
 		}
-		done := added{Gen: st.Version}
+		var done added
 		if st.Exists() {
 			if err := json.Unmarshal(st.Value, &done); err != nil {
-				return fmt.Errorf("adk: AddSessionToMemory: session %q: its record does not decode: %w (%w)", sid, err, store.ErrCorrupt)
+				return fail("its record does not decode", fmt.Errorf("%w (%w)", err, store.ErrCorrupt))
 			}
+		} else {
+			// The record first, with its generation, before anything is
+			// stored under it.
+			done = added{Gen: st.Version, Keys: []string{}}
+			data, _ := json.Marshal(done)
+			if _, err := m.st.PutState(ctx, id, addedStateName, data, st.Version); err != nil && !errors.Is(err, store.ErrConflict) {
+				return fail("recording what was added", err)
+			}
+			continue // read it back, with its version
 		}
 		have := make(map[string]bool, len(done.Keys))
 		for _, k := range done.Keys {
@@ -268,66 +326,135 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 		if len(todo) == 0 {
 			return nil
 		}
+		// Events this call stored under an older generation (a Clear ran
+		// since) may be stored after the Clear: those the conversation
+		// holds are not stored again.
+		if stale := staleIn(todo, storedGen, done.Gen); stale {
+			if todo, err = m.notStored(ctx, id, todo, storedGen, done.Gen, &done); err != nil {
+				return fail("reading the conversation", err)
+			}
+		}
 		for _, it := range todo {
 			if err := m.store(sctx, done.Gen, it); err != nil {
-				return fmt.Errorf("adk: AddSessionToMemory: session %q: event %q: %w", sid, it.ev.ID, err)
+				return fail(fmt.Sprintf("event %q", it.ev.ID), err)
+			}
+			storedGen[it.key] = done.Gen
+			if err := m.noteAuthor(ctx, id, it); err != nil {
+				return fail(fmt.Sprintf("recording who said event %q", it.ev.ID), err)
 			}
 			done.Keys = append(done.Keys, it.key)
-			done.noteAuthor(it)
 		}
 		data, err := json.Marshal(done)
 		if err != nil {
-			return fmt.Errorf("adk: AddSessionToMemory: session %q: %w", sid, err)
+			return fail("recording what was added", err)
 		}
 		_, err = m.st.PutState(ctx, id, addedStateName, data, st.Version)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, store.ErrConflict) || tries == 8 {
-			return fmt.Errorf("adk: AddSessionToMemory: session %q: its turns are stored, recording them failed (add the session again): %w", sid, err)
+		if !errors.Is(err, store.ErrConflict) {
+			return fail("its turns are stored, recording them failed (add the session again)", err)
 		}
 		// Another add of the session recorded first (or a Clear ran):
 		// see what it took.
 	}
 }
 
-// noteAuthor records who said an event's model messages.
-func (a *added) noteAuthor(it pending) {
-	author := it.ev.Author
-	if author == "" || author == "user" {
-		return
-	}
-	for _, msg := range it.msgs {
-		if msg.GetType() != llms.ChatMessageTypeAI {
-			continue
-		}
-		switch {
-		case a.Agent == "":
-			a.Agent = author
-		case author != a.Agent:
-			if a.Authors == nil {
-				a.Authors = map[string]string{}
-			}
-			a.Authors[messageKey(msg)] = author
+// staleIn reports whether an event of todo was stored by this call under
+// another generation than gen.
+func staleIn(todo []pending, storedGen map[string]int64, gen int64) bool {
+	for _, it := range todo {
+		if g, ok := storedGen[it.key]; ok && g != gen {
+			return true
 		}
 	}
+	return false
 }
 
-// authorOf returns who said a model turn: the author recorded for its
-// first model message, else the session's agent, else "model".
-func (a added) authorOf(msgs []llms.ChatMessage) string {
-	for _, msg := range msgs {
-		if msg.GetType() == llms.ChatMessageTypeAI {
-			if who, ok := a.Authors[messageKey(msg)]; ok {
-				return who
+// notStored returns the events of todo to store under generation gen:
+// an event this call stored under an older generation whose messages the
+// conversation holds (stored after the Clear that began gen) is recorded
+// in done, not stored again.
+func (m *MemoryService) notStored(ctx context.Context, id memstack.Identity, todo []pending, storedGen map[string]int64, gen int64, done *added) ([]pending, error) {
+	recs, err := m.st.All(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	count := map[string]int{}
+	for _, r := range recs {
+		count[messageIdentity(r.Message)]++
+	}
+	var out []pending
+	for _, it := range todo {
+		if g, ok := storedGen[it.key]; ok && g != gen {
+			present := true
+			for _, msg := range it.msgs {
+				if count[messageIdentity(msg)] == 0 {
+					present = false
+				}
 			}
-			break
+			if present {
+				for _, msg := range it.msgs {
+					count[messageIdentity(msg)]--
+				}
+				done.Keys = append(done.Keys, it.key)
+				continue
+			}
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// messageIdentity is a message's type and content, with its tool calls'
+// IDs.
+func messageIdentity(msg llms.ChatMessage) string {
+	return string(msg.GetType()) + "\x00" + messageKey(msg)
+}
+
+// noteAuthor records who said an event's model messages, under the
+// event's time (one small state value per time).
+func (m *MemoryService) noteAuthor(ctx context.Context, id memstack.Identity, it pending) error {
+	author := it.ev.Author
+	if author == "" || author == "user" {
+		return nil
+	}
+	var keys []string
+	for _, msg := range it.msgs {
+		if msg.GetType() == llms.ChatMessageTypeAI {
+			keys = append(keys, messageKey(msg))
 		}
 	}
-	if a.Agent != "" {
-		return a.Agent
+	if len(keys) == 0 {
+		return nil
 	}
-	return "model"
+	name := authorStateName(it.ev.Timestamp)
+	for {
+		st, err := m.st.GetState(ctx, id, name)
+		if err != nil {
+			return err
+		}
+		authors := map[string]string{}
+		if st.Exists() {
+			_ = json.Unmarshal(st.Value, &authors) // a damaged value is written anew
+		}
+		changed := false
+		for _, k := range keys {
+			if authors[k] != author {
+				authors[k], changed = author, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		data, err := json.Marshal(authors)
+		if err != nil {
+			return err
+		}
+		if _, err = m.st.PutState(ctx, id, name, data, st.Version); !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
 }
 
 // store adds an event's messages, each under a save key made of the
@@ -372,7 +499,7 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 	if err != nil {
 		return nil, fmt.Errorf("adk: SearchMemory: user %q of app %q: %w", req.UserID, req.AppName, err)
 	}
-	records := map[memstack.Identity]added{}
+	authors := map[authorAt]map[string]string{}
 	used := 0
 	for _, mt := range matches {
 		content := unitContent(mt.Messages)
@@ -389,11 +516,9 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 		used += n
 		author := "user"
 		if content.Role != "user" {
-			rec, err := m.recordOf(ctx, mt.Conversation, records)
-			if err != nil {
+			if author, err = m.authorOf(ctx, mt, authors); err != nil {
 				return nil, err
 			}
-			author = rec.authorOf(mt.Messages)
 		}
 		resp.Memories = append(resp.Memories, memory.Entry{
 			ID:        mt.Conversation.Conversation + "/" + strconv.FormatInt(mt.Seq, 10),
@@ -410,22 +535,42 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 	return resp, nil
 }
 
-// recordOf returns what was added of a session (for its authors), read
-// once per search.
-func (m *MemoryService) recordOf(ctx context.Context, id memstack.Identity, seen map[memstack.Identity]added) (added, error) {
-	if a, ok := seen[id]; ok {
-		return a, nil
+// authorAt names the authors of one time of one conversation.
+type authorAt struct {
+	id memstack.Identity
+	at int64
+}
+
+// authorOf returns who said a model turn: the author recorded for its
+// first model message at its time, else "model" (a turn stored by
+// another writer than a MemoryService, or before authors were kept).
+func (m *MemoryService) authorOf(ctx context.Context, mt memories.RecallMatch, seen map[authorAt]map[string]string) (string, error) {
+	var first llms.ChatMessage
+	for _, msg := range mt.Messages {
+		if msg.GetType() == llms.ChatMessageTypeAI {
+			first = msg
+			break
+		}
 	}
-	st, err := m.st.GetState(ctx, id, addedStateName)
-	if err != nil {
-		return added{}, fmt.Errorf("adk: SearchMemory: session %q: %w", id.Conversation, err)
+	if first == nil || mt.Time.IsZero() {
+		return "model", nil
 	}
-	var a added
-	if st.Exists() {
-		_ = json.Unmarshal(st.Value, &a) // a damaged record costs the authors only: "model"
+	k := authorAt{mt.Conversation, mt.Time.UnixNano()}
+	authors, ok := seen[k]
+	if !ok {
+		st, err := m.st.GetState(ctx, mt.Conversation, authorStateName(mt.Time))
+		if err != nil {
+			return "", fmt.Errorf("adk: SearchMemory: session %q: %w", mt.Conversation.Conversation, err)
+		}
+		if st.Exists() {
+			_ = json.Unmarshal(st.Value, &authors) // a damaged value costs the author only: "model"
+		}
+		seen[k] = authors
 	}
-	seen[id] = a
-	return a, nil
+	if who, ok := authors[messageKey(first)]; ok {
+		return who, nil
+	}
+	return "model", nil
 }
 
 // ForgetUser removes everything the store holds for userID in appName:

@@ -2,6 +2,7 @@ package adk
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,11 +23,25 @@ import (
 
 // SessionConversationPrefix starts the Conversation of the identity
 // {AppName, UserID, SessionConversationPrefix + session ID} under which a
-// SessionService keeps a session: its record (a state value) and its
-// events (one message each). The leading NUL makes it a derived identity
-// (storekit.Derived): no memory layer indexes or shows it, and a
-// user-wide store.Users.ForgetScope removes it with the user's other data.
+// SessionService keeps a session's record (a state value); its events
+// (one message each) are under {AppName, UserID, EventsConversationPrefix
+// + generation + ":" + session ID}, the generation being a random name
+// the session got when it was created, so that a session deleted and
+// created again under its ID never shows the old one's events. The
+// leading NUL makes both derived identities (storekit.Derived): no memory
+// layer indexes or shows them, and a user-wide store.Users.ForgetScope
+// removes them with the user's other data.
 const SessionConversationPrefix = "\x00adk-session:"
+
+// EventsConversationPrefix starts the Conversation of the identity that
+// holds a session's events (see SessionConversationPrefix).
+const EventsConversationPrefix = "\x00adk-events:"
+
+// pendingTimeout is how long a Create's reservation of a session ID (a
+// record marked pending, while it updates the app's and the user's state)
+// keeps another Create of the ID out: one that finds an older reservation
+// takes it over (its Create died part-way).
+const pendingTimeout = time.Minute
 
 // Conversations of the identities that hold ADK's user-scoped
 // ({AppName, UserID, userStateConversation}) and app-scoped
@@ -156,6 +171,21 @@ func SessionIdentity(appName, userID, sessionID string) memstack.Identity {
 	return memstack.Identity{Tenant: appName, User: userID, Conversation: SessionConversationPrefix + sessionID}
 }
 
+// eventsID is the identity that holds the events of generation gen of
+// session sid.
+func eventsID(app, user, sid, gen string) memstack.Identity {
+	return memstack.Identity{Tenant: app, User: user, Conversation: EventsConversationPrefix + gen + ":" + sid}
+}
+
+// newGeneration returns a random name for a session's generation.
+func newGeneration() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("adk: drawing a session generation: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
 func userStateID(app, user string) memstack.Identity {
 	return memstack.Identity{Tenant: app, User: user, Conversation: userStateConversation}
 }
@@ -170,6 +200,12 @@ type record struct {
 	Created time.Time      `json:"created"`
 	Updated time.Time      `json:"updated"`
 	State   map[string]any `json:"state"`
+	// Gen names the session's generation: its events are under
+	// eventsID(…, Gen).
+	Gen string `json:"gen"`
+	// Pending marks a Create's reservation: the session does not exist
+	// yet.
+	Pending bool `json:"pending,omitempty"`
 }
 
 func checkNames(op, app, user, sid string, needSession bool) error {
@@ -187,8 +223,12 @@ func checkNames(op, app, user, sid string, needSession bool) error {
 // Create creates a session: req.SessionID, or a new UUID (platform.NewUUID)
 // when it is empty. req.State's "app:" and "user:" keys update the app's
 // and the user's state, its "temp:" keys are dropped, and the rest is the
-// session's own state. An ID the user already has is an error wrapping
-// ErrSessionExists. The session returned holds the merged state.
+// session's own state. An ID the user already has (or that another
+// Create is creating) is an error wrapping ErrSessionExists. It reserves
+// the ID first (a pending record no reader sees), then updates the app's
+// and the user's state, then completes the record: a Create that fails
+// leaves no session, and its error says which state it had updated. The
+// session returned holds the merged state.
 func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest) (*session.CreateResponse, error) {
 	if req == nil {
 		return nil, errors.New("adk: Create: request is nil")
@@ -201,12 +241,16 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 		return nil, err
 	}
 	app, user := req.AppName, req.UserID
-	if err := checkUTF8(req.State); err != nil {
+	if err := checkValue(req.State); err != nil {
 		return nil, fmt.Errorf("%w: Create: session %q: the state's %w", ErrInvalidEvent, sid, err)
 	}
 	appDelta, userDelta, own := splitState(req.State)
+	gen, err := newGeneration()
+	if err != nil {
+		return nil, err
+	}
 	now := platform.Now(ctx)
-	rec := record{Created: now, Updated: now, State: own}
+	rec := record{Created: now, Updated: now, State: own, Gen: gen, Pending: true}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("adk: Create: session %q of user %q: state is not JSON: %w", sid, user, err)
@@ -215,46 +259,70 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 		return nil, fmt.Errorf("%w: Create: the state of session %q is %d bytes, more than %d", ErrInvalidEvent, sid, len(data), s.maxEvent)
 	}
 	id := SessionIdentity(app, user, sid)
-	cur, err := s.st.GetState(ctx, id, sessionRecordName)
-	if err != nil {
-		return nil, fmt.Errorf("adk: Create: reading session %q of user %q: %w", sid, user, err)
-	}
-	if cur.Exists() {
-		return nil, fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
-	}
-	// Events an AppendEvent stored while a Delete of an earlier session of
-	// this ID ran are not this session's.
-	stat, err := s.st.Stat(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
-	}
-	if stat.Count > 0 {
-		if err := s.st.Clear(ctx, id); err != nil {
-			return nil, fmt.Errorf("adk: Create: removing what a deleted session %q left: %w", sid, err)
-		}
-		if cur, err = s.st.GetState(ctx, id, sessionRecordName); err != nil {
+	exists := fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
+	// Reserve the ID (a pending record): of two Creates of one ID, the
+	// second stops here, before it changes any state.
+	var reserved int64
+	for {
+		cur, err := s.st.GetState(ctx, id, sessionRecordName)
+		if err != nil {
 			return nil, fmt.Errorf("adk: Create: reading session %q of user %q: %w", sid, user, err)
 		}
+		if cur.Exists() {
+			var old record
+			if json.Unmarshal(cur.Value, &old) != nil || !old.Pending || now.Sub(old.Created) < pendingTimeout {
+				return nil, exists
+			}
+			// A Create that died part-way: take its reservation over.
+		}
+		reserved, err = s.st.PutState(ctx, id, sessionRecordName, data, cur.Version)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("adk: Create: storing session %q of user %q: %w", sid, user, err)
+		}
+		// Another Create, or a Forget of the user's bucket (a Delete of
+		// another session) that moved the absent version: read again.
 	}
-	// The app's and the user's state first: the record is the commit
-	// point, so a Create that fails leaves no session behind (and none of
-	// another replica's events is removed to undo it).
+	// The app's and the user's state, then the record made whole: the
+	// session exists from that write on.
+	fail := func(applied string, err error) (*session.CreateResponse, error) {
+		if _, derr := s.st.PutState(context.WithoutCancel(ctx), id, sessionRecordName, nil, reserved); derr != nil && !errors.Is(derr, store.ErrConflict) {
+			err = errors.Join(err, fmt.Errorf("removing the reservation: %w", derr))
+		}
+		return nil, fmt.Errorf("adk: Create: session %q of user %q%s: %w", sid, user, applied, err)
+	}
 	appState, err := s.updateScoped(ctx, appStateID(app), appDelta)
 	if err != nil {
-		return nil, fmt.Errorf("adk: Create: session %q of user %q: %w", sid, user, err)
+		return fail("", err)
+	}
+	applied := ""
+	if len(appDelta) > 0 {
+		applied = " (the app state is updated)"
 	}
 	userState, err := s.updateScoped(ctx, userStateID(app, user), userDelta)
 	if err != nil {
-		return nil, fmt.Errorf("adk: Create: session %q of user %q (the app state is updated): %w", sid, user, err)
+		return fail(applied, err)
 	}
-	version, err := s.st.PutState(ctx, id, sessionRecordName, data, cur.Version)
+	if len(userDelta) > 0 {
+		applied = strings.Replace(applied, "the app state is", "the app and user state are", 1)
+		if applied == "" {
+			applied = " (the user state is updated)"
+		}
+	}
+	rec.Pending = false
+	if data, err = json.Marshal(rec); err != nil {
+		return fail(applied, err)
+	}
+	version, err := s.st.PutState(ctx, id, sessionRecordName, data, reserved)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return nil, fmt.Errorf("%w: session %q of user %q in app %q (created meanwhile)", ErrSessionExists, sid, user, app)
+			return nil, fmt.Errorf("adk: Create: session %q of user %q was deleted or taken over while it was created%s: %w", sid, user, applied, err)
 		}
-		return nil, fmt.Errorf("adk: Create: storing session %q of user %q: %w", sid, user, err)
+		return fail(applied, err)
 	}
-	return &session.CreateResponse{Session: s.newSession(app, user, sid, version, mergeStates(appState, userState, own), nil, now)}, nil
+	return &session.CreateResponse{Session: s.newSession(app, user, sid, version, rec.Gen, mergeStates(appState, userState, own), nil, now)}, nil
 }
 
 // Get returns a session with its events, oldest first: the newest
@@ -280,7 +348,7 @@ func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	if err != nil {
 		return nil, err
 	}
-	events, err := s.readEvents(ctx, id, req.NumRecentEvents, req.After)
+	events, err := s.readEvents(ctx, eventsID(app, user, sid, rec.Gen), req.NumRecentEvents, req.After)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +356,7 @@ func (s *SessionService) Get(ctx context.Context, req *session.GetRequest) (*ses
 	if err != nil {
 		return nil, err
 	}
-	return &session.GetResponse{Session: s.newSession(app, user, sid, version, merged, events, rec.Updated)}, nil
+	return &session.GetResponse{Session: s.newSession(app, user, sid, version, rec.Gen, merged, events, rec.Updated)}, nil
 }
 
 // readEvents reads the events of session id (see Get).
@@ -318,7 +386,12 @@ func (s *SessionService) readEvents(ctx context.Context, id memstack.Identity, n
 	return events, nil
 }
 
+// sessionName is the session ID of a record's or an events' identity.
 func sessionName(id memstack.Identity) string {
+	if rest, ok := strings.CutPrefix(id.Conversation, EventsConversationPrefix); ok {
+		_, sid, _ := strings.Cut(rest, ":")
+		return sid
+	}
 	return strings.TrimPrefix(id.Conversation, SessionConversationPrefix)
 }
 
@@ -376,7 +449,7 @@ func (s *SessionService) List(ctx context.Context, req *session.ListRequest) (*s
 			}
 			userStates[id.User] = us
 		}
-		out = append(out, s.newSession(id.Tenant, id.User, sessionName(id), version, mergeStates(appState, us, rec.State), nil, rec.Updated))
+		out = append(out, s.newSession(id.Tenant, id.User, sessionName(id), version, rec.Gen, mergeStates(appState, us, rec.State), nil, rec.Updated))
 	}
 	return &session.ListResponse{Sessions: out}, nil
 }
@@ -391,8 +464,23 @@ func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 	if err := checkNames("Delete", req.AppName, req.UserID, req.SessionID, true); err != nil {
 		return err
 	}
-	if err := s.st.Forget(ctx, SessionIdentity(req.AppName, req.UserID, req.SessionID)); err != nil {
-		return fmt.Errorf("adk: Delete: session %q of user %q: %w", req.SessionID, req.UserID, err)
+	app, user, sid := req.AppName, req.UserID, req.SessionID
+	id := SessionIdentity(app, user, sid)
+	st, err := s.st.GetState(ctx, id, sessionRecordName)
+	if err != nil {
+		return fmt.Errorf("adk: Delete: session %q of user %q: %w", sid, user, err)
+	}
+	// The record first: from then on no AppendEvent claims the session,
+	// and one that claimed it before finds it gone after storing its
+	// event, and removes it (see AppendEvent). Then the events.
+	if err := s.st.Forget(ctx, id); err != nil {
+		return fmt.Errorf("adk: Delete: session %q of user %q: %w", sid, user, err)
+	}
+	var rec record
+	if st.Exists() && json.Unmarshal(st.Value, &rec) == nil {
+		if err := s.st.Forget(ctx, eventsID(app, user, sid, rec.Gen)); err != nil {
+			return fmt.Errorf("adk: Delete: the events of session %q of user %q: %w", sid, user, err)
+		}
 	}
 	return nil
 }
@@ -422,8 +510,9 @@ func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 // error wrapping ErrSessionNotFound.
 //
 // A session the store does not hold is an error wrapping
-// ErrSessionNotFound; an event over WithMaxEventBytes or with a string
-// that is not UTF-8 anywhere in it, one wrapping ErrInvalidEvent: then
+// ErrSessionNotFound; an event over WithMaxEventBytes or that would not
+// read back from JSON as given (a string that is not UTF-8, an integer
+// beyond ±2^53, anywhere in it), one wrapping ErrInvalidEvent: then
 // nothing is stored.
 //
 // When sess is a value this service returned, its state and events are
@@ -449,7 +538,7 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		event.Timestamp = platform.Now(ctx)
 	}
 	stored := trimTemp(event)
-	if err := checkUTF8(stored); err != nil {
+	if err := checkValue(stored); err != nil {
 		return fmt.Errorf("%w: session %q: event %q: %w", ErrInvalidEvent, sid, event.ID, err)
 	}
 	data, err := json.Marshal(stored)
@@ -465,7 +554,7 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		return err
 	}
 	own, _ := sess.(*adkSession)
-	if own != nil && own.sameStore(s) {
+	if own != nil && own.svc == s {
 		if read := own.readVersion(); read != version {
 			return fmt.Errorf("%w: session %q was updated in the store after this value of it was read", ErrStaleSession, sid)
 		}
@@ -494,20 +583,27 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	if err != nil {
 		return fmt.Errorf("adk: AppendEvent: session %q: %w", sid, err)
 	}
-	if own != nil && own.sameStore(s) {
+	if own != nil && own.svc == s {
 		// The claim is this value's: a retry after a failure below is
 		// not stale.
 		own.setVersion(next)
 	}
 	sum := sha256.Sum256(append([]byte(event.ID+"\x00"), data...))
 	actx := store.WithAppendKey(memstack.WithTime(ctx, event.Timestamp), "adk-event:"+hex.EncodeToString(sum[:16]))
-	if err := s.st.Append(actx, id, llms.GenericChatMessage{Role: eventRole, Content: string(data)}); err != nil {
+	evID := eventsID(app, user, sid, rec.Gen)
+	if err := s.st.Append(actx, evID, llms.GenericChatMessage{Role: eventRole, Content: string(data)}); err != nil {
 		return fmt.Errorf("adk: AppendEvent: storing event %q of session %q (the session's own state delta is applied; append the event again): %w", event.ID, sid, err)
 	}
-	// A Delete that ran since the claim left the event on its own: take
-	// it away again.
-	if cur, err := s.st.GetState(ctx, id, sessionRecordName); err == nil && !cur.Exists() {
-		if ferr := s.st.Forget(ctx, id); ferr != nil {
+	// A Delete that ran since the claim left the event alone in its
+	// generation's identity, which no session shows: remove it (a session
+	// created again under the ID has another generation).
+	cur, err := s.st.GetState(ctx, id, sessionRecordName)
+	if err != nil {
+		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, checking the session still exists failed: %w", sid, event.ID, err)
+	}
+	var now record
+	if !cur.Exists() || json.Unmarshal(cur.Value, &now) != nil || now.Gen != rec.Gen || now.Pending {
+		if ferr := s.st.Forget(ctx, evID); ferr != nil {
 			return fmt.Errorf("%w: session %q was deleted while event %q was appended (removing the event: %w)", ErrSessionNotFound, sid, event.ID, ferr)
 		}
 		return fmt.Errorf("%w: session %q was deleted while event %q was appended", ErrSessionNotFound, sid, event.ID)
@@ -538,6 +634,9 @@ func (s *SessionService) readRecord(ctx context.Context, id memstack.Identity) (
 	var rec record
 	if err := json.Unmarshal(st.Value, &rec); err != nil {
 		return record{}, 0, fmt.Errorf("adk: session %q of user %q: its record does not decode: %w (%w)", sessionName(id), id.User, err, store.ErrCorrupt)
+	}
+	if rec.Pending {
+		return record{}, st.Version, fmt.Errorf("%w: session %q of user %q in app %q (being created)", ErrSessionNotFound, sessionName(id), id.User, id.Tenant)
 	}
 	if rec.State == nil {
 		rec.State = map[string]any{}
@@ -664,6 +763,7 @@ type adkSession struct {
 	// of its record then (or after this value's last AppendEvent): an
 	// AppendEvent through svc with another version in the store is stale.
 	svc *SessionService
+	gen string
 
 	mu      sync.RWMutex
 	version int64
@@ -674,13 +774,9 @@ type adkSession struct {
 
 var _ session.Session = (*adkSession)(nil)
 
-func (s *SessionService) newSession(app, user, id string, version int64, state map[string]any, events []*session.Event, updated time.Time) *adkSession {
-	return &adkSession{app: app, user: user, id: id, svc: s, version: version, state: state, events: events, updated: updated}
+func (s *SessionService) newSession(app, user, id string, version int64, gen string, state map[string]any, events []*session.Event, updated time.Time) *adkSession {
+	return &adkSession{app: app, user: user, id: id, svc: s, gen: gen, version: version, state: state, events: events, updated: updated}
 }
-
-// sameStore reports whether svc keeps the session in the store that
-// read it (so the version it holds is comparable).
-func (s *adkSession) sameStore(svc *SessionService) bool { return s.svc != nil && s.svc.st == svc.st }
 
 func (s *adkSession) readVersion() int64 {
 	s.mu.RLock()

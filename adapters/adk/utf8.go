@@ -1,66 +1,118 @@
 package adk
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"unicode/utf8"
 )
 
-// checkUTF8 returns an error naming the first string in v (its fields,
-// map keys and values, elements, followed pointers and interfaces) that is
-// not valid UTF-8: JSON, and so every store of memstack, would replace its
-// bad bytes with U+FFFD without a word, and a value accepted must read
-// back as it was given.
-func checkUTF8(v any) error {
-	return walkUTF8(reflect.ValueOf(v), "", 0)
+// maxDepth is how deeply a value checkValue accepts may nest.
+const maxDepth = 200
+
+// maxExactInt is the largest integer a JSON number read back as float64
+// (what encoding/json gives an any) holds exactly: 2^53.
+const maxExactInt = 1 << 53
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// checkValue returns an error naming the first part of v that would not
+// read back as it was given once stored as JSON (every store of memstack
+// keeps events and state as JSON, and ADK reads numbers back as float64):
+// a string that is not valid UTF-8 (JSON would replace its bad bytes with
+// U+FFFD without a word), an integer beyond ±2^53 (read back rounded), a
+// json.RawMessage that is not UTF-8, or a value nested more than maxDepth
+// deep. It walks what encoding/json marshals: exported fields (also those
+// promoted from embedded structs), map keys and values, elements, and
+// what pointers and interfaces hold; a map, slice or pointer met twice
+// (shared, or a cycle, which json.Marshal refuses itself) is walked once.
+func checkValue(v any) error {
+	w := walker{seen: map[visit]bool{}}
+	return w.walk(reflect.ValueOf(v), "", 0)
 }
 
-func walkUTF8(v reflect.Value, path string, depth int) error {
-	if depth > 64 || !v.IsValid() {
+type visit struct {
+	ptr uintptr
+	typ reflect.Type
+}
+
+type walker struct{ seen map[visit]bool }
+
+func (w walker) walk(v reflect.Value, path string, depth int) error {
+	if !v.IsValid() {
 		return nil
+	}
+	if depth > maxDepth {
+		return fmt.Errorf("%s nests more than %d levels deep", orValue(path), maxDepth)
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice:
+		if v.IsNil() {
+			return nil
+		}
+		k := visit{v.Pointer(), v.Type()}
+		if w.seen[k] {
+			return nil
+		}
+		w.seen[k] = true
 	}
 	switch v.Kind() {
 	case reflect.String:
 		if !utf8.ValidString(v.String()) {
-			if path == "" {
-				path = "a string"
-			}
-			return fmt.Errorf("%s is not valid UTF-8", path)
+			return fmt.Errorf("%s is not valid UTF-8", orValue(path))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n := v.Int(); n > maxExactInt || n < -maxExactInt {
+			return fmt.Errorf("%s is an integer beyond ±2^53, which JSON does not read back exactly (pass it as a string)", orValue(path))
+		}
+	case reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if v.Uint() > maxExactInt {
+			return fmt.Errorf("%s is an integer beyond 2^53, which JSON does not read back exactly (pass it as a string)", orValue(path))
 		}
 	case reflect.Pointer, reflect.Interface:
-		if !v.IsNil() {
-			return walkUTF8(v.Elem(), path, depth+1)
-		}
+		return w.walk(v.Elem(), path, depth+1)
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
-			if f := t.Field(i); f.IsExported() {
-				if err := walkUTF8(v.Field(i), join(path, f.Name), depth+1); err != nil {
-					return err
-				}
+			f := t.Field(i)
+			if !f.IsExported() && !f.Anonymous {
+				continue
+			}
+			if err := w.walk(v.Field(i), join(path, f.Name), depth+1); err != nil {
+				return err
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
-			return nil // bytes travel as base64
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			if v.Type() == rawMessageType && !utf8.Valid(v.Bytes()) {
+				return fmt.Errorf("%s is raw JSON that is not valid UTF-8", orValue(path))
+			}
+			return nil // other bytes travel as base64
 		}
 		for i := range v.Len() {
-			if err := walkUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+			if err := w.walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
 	case reflect.Map:
 		iter := v.MapRange()
 		for iter.Next() {
-			if err := walkUTF8(iter.Key(), path+" key", depth+1); err != nil {
+			if err := w.walk(iter.Key(), path+" key", depth+1); err != nil {
 				return err
 			}
-			if err := walkUTF8(iter.Value(), fmt.Sprintf("%s[%v]", path, printable(iter.Key())), depth+1); err != nil {
+			if err := w.walk(iter.Value(), fmt.Sprintf("%s[%s]", path, printable(iter.Key())), depth+1); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+func orValue(path string) string {
+	if path == "" {
+		return "a value"
+	}
+	return path
 }
 
 func join(path, field string) string {
@@ -70,8 +122,8 @@ func join(path, field string) string {
 	return path + "." + field
 }
 
-// printable is a map key for a path: its value when it is a valid string,
-// else its kind.
+// printable is a map key for a path: its value when it is a short valid
+// string (a state or argument name), else its kind.
 func printable(k reflect.Value) string {
 	if k.Kind() == reflect.String && utf8.ValidString(k.String()) && len(k.String()) <= 40 {
 		return fmt.Sprintf("%q", k.String())

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,24 +218,41 @@ func showSearch(ctx context.Context, w io.Writer, mem *adk.MemoryService, query 
 }
 
 // showExport prints what the store holds for the user (ExportUser): the
-// sessions the session service keeps (conversations named with a leading
-// NUL, which no memory layer shows) beside the conversations the memory
-// service added.
+// sessions the session service keeps (each a record and its events, in
+// conversations named with a leading NUL, which no memory layer shows)
+// beside the conversations the memory service added.
 func showExport(ctx context.Context, w io.Writer, mem *adk.MemoryService) error {
 	exp, err := mem.ExportUser(ctx, appName, userID)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "ExportUser(%q, %q): %d identities\n", appName, userID, len(exp.Identities))
+	var lines []string
 	for _, id := range exp.Identities {
-		msgs, states := 0, []string{}
+		msgs, states := 0, 0
 		for _, ns := range id.Namespaces {
 			msgs += len(ns.Messages)
-			states = append(states, slices.Sorted(maps.Keys(ns.States))...)
+			states += len(ns.States)
 		}
-		fmt.Fprintf(w, "  - conversation %q: %d messages, state %v\n", id.Identity.Conversation, msgs, states)
+		lines = append(lines, fmt.Sprintf("  - %s: %d messages, %d states\n", describe(id.Identity.Conversation), msgs, states))
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Fprint(w, l)
 	}
 	return nil
+}
+
+// describe names what a conversation of the export holds.
+func describe(conversation string) string {
+	if sid, ok := strings.CutPrefix(conversation, adk.SessionConversationPrefix); ok {
+		return fmt.Sprintf("session %q (its record)", sid)
+	}
+	if rest, ok := strings.CutPrefix(conversation, adk.EventsConversationPrefix); ok {
+		_, sid, _ := strings.Cut(rest, ":") // after the session's generation
+		return fmt.Sprintf("session %q (its events)", sid)
+	}
+	return fmt.Sprintf("memory of session %q", conversation)
 }
 
 // partsText joins the text parts of c.

@@ -42,11 +42,13 @@ func TestRunRecallsThenForgets(t *testing.T) {
 			`  - assistant at ` + ts + `, session_id=session-1: Noted: the offsite is in Lisbon on 14 May\.\n`},
 
 		{"forget header", `== Forgetting the user ==\n`},
-		{"export before forgetting", `ExportUser\("offsite-planner", "ana"\): 3 identities\n` +
-			`  - conversation "\\x00adk-session:session-1": 2 messages, state \[adk\.session\]\n` +
-			`  - conversation "\\x00adk-session:session-2": 2 messages, state \[adk\.session\]\n` +
-			`  - conversation "session-1": 2 messages, state \[adk\.memory-added\]\n`},
-		{"forgotten", `ForgetUser\("offsite-planner", "ana"\) removed 3 identities\.\n`},
+		{"export before forgetting", `ExportUser\("offsite-planner", "ana"\): 5 identities\n` +
+			`  - memory of session "session-1": 2 messages, 2 states\n` +
+			`  - session "session-1" \(its events\): 2 messages, 0 states\n` +
+			`  - session "session-1" \(its record\): 0 messages, 1 states\n` +
+			`  - session "session-2" \(its events\): 2 messages, 0 states\n` +
+			`  - session "session-2" \(its record\): 0 messages, 1 states\n`},
+		{"forgotten", `ForgetUser\("offsite-planner", "ana"\) removed 5 identities\.\n`},
 		{"sessions gone too", `Sessions left for "ana": 0\n`},
 
 		{"session 3 header", `== Session 3: the same question, nothing to recall ==\n`},
