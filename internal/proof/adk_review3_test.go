@@ -191,3 +191,44 @@ func TestADKReview3_BigIntegerByOtherTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestADKReview3_AppendCancelledAfterDeleteOrphansEvent: AppendEvent stores
+// its event, then re-checks the record with the caller's ctx and removes
+// the event if the session was deleted meanwhile. When ctx ends between
+// the two (the client hung up: common during streaming), the re-check
+// fails, AppendEvent returns an error, and the event stays in the deleted
+// generation's identity for good: a retry finds no session
+// (ErrSessionNotFound) and removes nothing; the deleted session's text
+// stays in the store (ExportUser returns it). Create's clean-up uses
+// context.WithoutCancel; this one does not.
+func TestADKReview3_AppendCancelledAfterDeleteOrphansEvent(t *testing.T) {
+	for _, b := range backends()[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			open := b.space(t)
+			raw := open("adk")
+			hs := newADK2Store(raw)
+			ra := mustSessions(t, hs)
+			rb := mustSessions(t, open("adk"))
+			_, err := ra.Create(ctx, &session.CreateRequest{AppName: "travel", UserID: "ana", SessionID: "s1"})
+			require.NoError(t, err)
+			s := getSession(t, ra, "travel", "ana", "s1")
+			actx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var errB error
+			hs.on("append", isEventsOf("s1"), func(ctx context.Context) {
+				errB = rb.Delete(ctx, &session.DeleteRequest{AppName: "travel", UserID: "ana", SessionID: "s1"})
+				// The client goes away once the event is stored.
+				hs.on("get", isState(adk.SessionIdentity("travel", "ana", "s1"), "adk.session"), func(context.Context) { cancel() })
+			})
+			ev := adkText("e1", "user", time.Now(), "my card number is 4111")
+			errA := ra.AppendEvent(actx, s, ev)
+			require.NoError(t, errB)
+			require.Error(t, errA)
+			// The caller retries, as the error says.
+			errA = ra.AppendEvent(ctx, s, ev)
+			assert.ErrorIs(t, errA, adk.ErrSessionNotFound)
+			assert.Empty(t, eventIdentitiesOf(t, raw, "s1"), "an event of a deleted session left in the store")
+		})
+	}
+}
