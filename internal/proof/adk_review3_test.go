@@ -232,3 +232,26 @@ func TestADKReview3_AppendCancelledAfterDeleteOrphansEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestADKReview3_AuthorOfUndatedEvent: an event without a Timestamp is
+// stored at the store's clock, but its author is recorded under the
+// zero time's name (authorStateName(time.Time{}), whose UnixNano is
+// undefined); a search looks it up under the message's stored time and
+// labels the agent's turn "model".
+func TestADKReview3_AuthorOfUndatedEvent(t *testing.T) {
+	ctx := context.Background()
+	mem, err := adk.NewMemoryService(store.NewInMemory())
+	require.NoError(t, err)
+	require.NoError(t, mem.AddSessionToMemory(ctx, &listSession{app: "travel", user: "ana", id: "s1", events: []*session.Event{
+		adkText("e1", "user", time.Time{}, "Where is the offsite?"),
+		adkText("e2", "planner", time.Time{}, "The zebra offsite is in Lisbon."),
+	}}))
+	found := false
+	for _, e := range search(t, mem, "travel", "ana", "zebra offsite Lisbon") {
+		if strings.Contains(entryText(e), "zebra offsite") {
+			found = true
+			assert.Equal(t, "planner", e.Author)
+		}
+	}
+	require.True(t, found)
+}
