@@ -255,3 +255,51 @@ func TestADKReview3_AuthorOfUndatedEvent(t *testing.T) {
 	}
 	require.True(t, found)
 }
+
+// TestADKReview3_ClearMidAddLosesEventToOtherLayer: the same matching by
+// text, with another layer on the conversation (the normal one-store
+// configuration): after the Clear a memories.Buffer saves a turn whose
+// answer is "Yes."; the add's retry takes it for the agent's "Yes." it
+// stored before the Clear, and never stores that event again: an event
+// AddSessionToMemory accepted (it returned nil) is not in memory.
+func TestADKReview3_ClearMidAddLosesEventToOtherLayer(t *testing.T) {
+	for _, b := range backends()[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			open := b.space(t)
+			raw := open("adk")
+			hs := newADK2Store(raw)
+			mem, err := adk.NewMemoryService(hs)
+			require.NoError(t, err)
+			f := adkFixture{st: raw, open: open, sessions: mustSessions(t, raw), mem: mem}
+			s := f.session(t, "travel", "ana", "s1",
+				adkText("e1", "planner", adkDay, "Yes."),
+				adkText("e2", "user", adkDay.Add(time.Minute), "Then book Lisbon."))
+			conv := memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s1"}
+			rc, err := memories.NewRecall(memories.WithStore(raw))
+			require.NoError(t, err)
+			buf, err := memories.NewBuffer(memories.WithStore(raw))
+			require.NoError(t, err)
+			n := 0
+			hs.on("append", func(id memstack.Identity, _ string) bool {
+				if id != conv {
+					return false
+				}
+				n++
+				return n == 2
+			}, func(ctx context.Context) {
+				cctx := memstack.WithIdentity(ctx, conv)
+				require.NoError(t, rc.Clear(cctx))
+				require.NoError(t, buf.SaveContext(memstack.WithTime(cctx, adkDay.Add(time.Hour)),
+					map[string]any{"input": "Is it sunny?"}, map[string]any{"output": "Yes."}))
+			})
+			require.NoError(t, mem.AddSessionToMemory(ctx, s))
+			msgs, times := stored(t, raw, "travel", "ana", "s1")
+			var got []string
+			for i, m := range msgs {
+				got = append(got, fmt.Sprintf("%s @%s", m.GetContent(), times[i].UTC().Format("15:04")))
+			}
+			assert.Contains(t, got, "Yes. @09:00", "the agent's event e1, accepted, in memory: %q", got)
+		})
+	}
+}
