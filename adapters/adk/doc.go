@@ -65,8 +65,9 @@
 // stored. What is accepted reads back as it was given, with JSON's types
 // (numbers as float64, as with ADK's database service): an event over
 // WithMaxEventBytes (default 8 MiB of JSON), or holding a string that is
-// not UTF-8 or an integer beyond ±2^53 anywhere, is refused with an error
-// wrapping ErrInvalidEvent, and nothing of it is stored.
+// not UTF-8 or an integer beyond ±2^53 anywhere (also in a json.Number,
+// a math/big value or raw JSON), is refused with an error wrapping
+// ErrInvalidEvent, and nothing of it is stored.
 //
 // Replicas share sessions safely. AppendEvent moves the session's record
 // by compare-and-set from the version the session value was read at, so
@@ -77,9 +78,12 @@
 // state, then makes the record whole: of two Creates of one ID the second
 // stops before it changes any state, and a Create that fails leaves no
 // session (a reservation left by a process that died is taken over after
-// a minute). Delete removes the record, then the events; an AppendEvent
-// that stored its event while the session was deleted removes it again
-// and returns ErrSessionNotFound. A store cannot write two state values
+// a minute). Delete turns the record into a tombstone (by compare-and-set,
+// so a session created again meanwhile is not the one removed), removes
+// the events, then the tombstone; a Delete that fails part-way is
+// finished by the next Delete or Create of the ID. An AppendEvent that
+// stored its event while the session was deleted removes it again (also
+// when its caller has gone) and returns ErrSessionNotFound. A store cannot write two state values
 // at once: a failure between them (Create's app and user state,
 // AppendEvent's event and deltas) returns an error that says what was
 // applied, and calling again finishes.

@@ -19,6 +19,7 @@ import (
 	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/llms"
 	"google.golang.org/adk/v2/memory"
+	"google.golang.org/adk/v2/platform"
 	"google.golang.org/adk/v2/session"
 )
 
@@ -152,6 +153,9 @@ type pending struct {
 	ev   *session.Event
 	key  string
 	msgs []llms.ChatMessage
+	// at is the time the messages are stored with: the event's
+	// Timestamp, or, for an event without one, the time of the call.
+	at time.Time
 }
 
 // normalized returns ev as it reads back from JSON (how a SessionService
@@ -160,6 +164,9 @@ type pending struct {
 func normalized(ev *session.Event) (*session.Event, error) {
 	data, err := json.Marshal(ev)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkNumbers(data); err != nil {
 		return nil, err
 	}
 	out := new(session.Event)
@@ -243,6 +250,7 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 		return fmt.Errorf("adk: AddSessionToMemory: session ID %q starts with a NUL byte, reserved for memstack's derived data", sid)
 	}
 	var items []pending
+	callTime := platform.Now(ctx)
 	if evs := s.Events(); evs != nil {
 		i := -1
 		for ev := range evs.All() {
@@ -277,7 +285,11 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if err != nil {
 				return bad(err)
 			}
-			items = append(items, pending{ev: norm, key: key, msgs: msgs})
+			at := norm.Timestamp
+			if at.IsZero() {
+				at = callTime
+			}
+			items = append(items, pending{ev: norm, key: key, msgs: msgs, at: at})
 		}
 	}
 	if len(items) == 0 {
@@ -382,20 +394,20 @@ func (m *MemoryService) notStored(ctx context.Context, id memstack.Identity, tod
 	}
 	count := map[string]int{}
 	for _, r := range recs {
-		count[messageIdentity(r.Message)]++
+		count[messageIdentity(r.Message, r.Time)]++
 	}
 	var out []pending
 	for _, it := range todo {
 		if g, ok := storedGen[it.key]; ok && g != gen {
 			present := true
 			for _, msg := range it.msgs {
-				if count[messageIdentity(msg)] == 0 {
+				if count[messageIdentity(msg, it.at)] == 0 {
 					present = false
 				}
 			}
 			if present {
 				for _, msg := range it.msgs {
-					count[messageIdentity(msg)]--
+					count[messageIdentity(msg, it.at)]--
 				}
 				done.Keys = append(done.Keys, it.key)
 				continue
@@ -406,10 +418,11 @@ func (m *MemoryService) notStored(ctx context.Context, id memstack.Identity, tod
 	return out, nil
 }
 
-// messageIdentity is a message's type and content, with its tool calls'
-// IDs.
-func messageIdentity(msg llms.ChatMessage) string {
-	return string(msg.GetType()) + "\x00" + messageKey(msg)
+// messageIdentity is a message's type, content (with its tool calls'
+// IDs) and stored time: what tells this call's messages from another
+// writer's that say the same.
+func messageIdentity(msg llms.ChatMessage, at time.Time) string {
+	return string(msg.GetType()) + "\x00" + messageKey(msg) + "\x00" + strconv.FormatInt(at.UnixNano(), 36)
 }
 
 // noteAuthor records who said an event's model messages, under the
@@ -428,7 +441,7 @@ func (m *MemoryService) noteAuthor(ctx context.Context, id memstack.Identity, it
 	if len(keys) == 0 {
 		return nil
 	}
-	name := authorStateName(it.ev.Timestamp)
+	name := authorStateName(it.at)
 	for {
 		st, err := m.st.GetState(ctx, id, name)
 		if err != nil {
@@ -461,9 +474,7 @@ func (m *MemoryService) noteAuthor(ctx context.Context, id memstack.Identity, it
 // record's generation, the event's key and the message's place in it, at
 // the event's time.
 func (m *MemoryService) store(ctx context.Context, gen int64, it pending) error {
-	if !it.ev.Timestamp.IsZero() {
-		ctx = memstack.WithTime(ctx, it.ev.Timestamp)
-	}
+	ctx = memstack.WithTime(ctx, it.at)
 	key := "adk-memory:" + strconv.FormatInt(gen, 36) + ":" + it.key
 	for j, msg := range it.msgs {
 		if err := m.recall.AddMessage(memstack.WithSaveKey(ctx, key+":"+strconv.Itoa(j)), msg); err != nil {

@@ -206,6 +206,9 @@ type record struct {
 	// Pending marks a Create's reservation: the session does not exist
 	// yet.
 	Pending bool `json:"pending,omitempty"`
+	// Deleted marks a Delete under way (a tombstone): the session no
+	// longer exists, and Gen names the events still to remove.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 func checkNames(op, app, user, sid string, needSession bool) error {
@@ -258,6 +261,9 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	if len(data) > s.maxEvent {
 		return nil, fmt.Errorf("%w: Create: the state of session %q is %d bytes, more than %d", ErrInvalidEvent, sid, len(data), s.maxEvent)
 	}
+	if err := checkNumbers(data); err != nil {
+		return nil, fmt.Errorf("%w: Create: the state of session %q: %w", ErrInvalidEvent, sid, err)
+	}
 	id := SessionIdentity(app, user, sid)
 	exists := fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
 	// Reserve the ID (a pending record): of two Creates of one ID, the
@@ -270,10 +276,19 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 		}
 		if cur.Exists() {
 			var old record
-			if json.Unmarshal(cur.Value, &old) != nil || !old.Pending || now.Sub(old.Created) < pendingTimeout {
+			switch {
+			case json.Unmarshal(cur.Value, &old) != nil:
+				return nil, exists
+			case old.Deleted:
+				// A Delete under way, or one that failed part-way: finish
+				// it, then take the ID.
+				if err := s.st.Forget(ctx, eventsID(app, user, sid, old.Gen)); err != nil {
+					return nil, fmt.Errorf("adk: Create: finishing the Delete of session %q of user %q: %w", sid, user, err)
+				}
+			case !old.Pending || now.Sub(old.Created) < pendingTimeout:
 				return nil, exists
 			}
-			// A Create that died part-way: take its reservation over.
+			// Else a Create that died part-way: take its reservation over.
 		}
 		reserved, err = s.st.PutState(ctx, id, sessionRecordName, data, cur.Version)
 		if err == nil {
@@ -454,9 +469,12 @@ func (s *SessionService) List(ctx context.Context, req *session.ListRequest) (*s
 	return &session.ListResponse{Sessions: out}, nil
 }
 
-// Delete removes a session, its events and its own state (store.Forget of
-// its identity); the app's and the user's state stay. Deleting a session
-// that does not exist is not an error.
+// Delete removes a session, its events and its own state; the app's and
+// the user's state stay. It turns the record into a tombstone first (so
+// no AppendEvent claims the session any more, and a session created again
+// meanwhile is not the one removed), then removes the events, then the
+// tombstone. When it fails part-way, calling it again (or a Create of the
+// ID) finishes. Deleting a session that does not exist is not an error.
 func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest) error {
 	if req == nil {
 		return errors.New("adk: Delete: request is nil")
@@ -466,23 +484,53 @@ func (s *SessionService) Delete(ctx context.Context, req *session.DeleteRequest)
 	}
 	app, user, sid := req.AppName, req.UserID, req.SessionID
 	id := SessionIdentity(app, user, sid)
-	st, err := s.st.GetState(ctx, id, sessionRecordName)
-	if err != nil {
-		return fmt.Errorf("adk: Delete: session %q of user %q: %w", sid, user, err)
+	fail := func(what string, err error) error {
+		return fmt.Errorf("adk: Delete: %s session %q of user %q (call Delete again to finish): %w", what, sid, user, err)
 	}
-	// The record first: from then on no AppendEvent claims the session,
-	// and one that claimed it before finds it gone after storing its
-	// event, and removes it (see AppendEvent). Then the events.
-	if err := s.st.Forget(ctx, id); err != nil {
-		return fmt.Errorf("adk: Delete: session %q of user %q: %w", sid, user, err)
-	}
-	var rec record
-	if st.Exists() && json.Unmarshal(st.Value, &rec) == nil {
-		if err := s.st.Forget(ctx, eventsID(app, user, sid, rec.Gen)); err != nil {
-			return fmt.Errorf("adk: Delete: the events of session %q of user %q: %w", sid, user, err)
+	// The record becomes a tombstone (by compare-and-set, so a session
+	// created again meanwhile is not the one removed): from then on no
+	// AppendEvent claims the session, and one that claimed it before
+	// removes its event again. Then the tombstone's generation's events go,
+	// then the tombstone. A Delete that fails part-way leaves the
+	// tombstone, and the next Delete (or a Create of the ID) finishes it.
+	for {
+		st, err := s.st.GetState(ctx, id, sessionRecordName)
+		if err != nil {
+			return fail("reading", err)
 		}
+		if !st.Exists() {
+			return nil
+		}
+		var rec record
+		if err := json.Unmarshal(st.Value, &rec); err != nil {
+			// A damaged record: remove the identity whole.
+			if err := s.st.Forget(ctx, id); err != nil {
+				return fail("removing", err)
+			}
+			return nil
+		}
+		version := st.Version
+		if !rec.Deleted {
+			tomb, err := json.Marshal(record{Created: rec.Created, Updated: rec.Updated, Gen: rec.Gen, Deleted: true})
+			if err != nil {
+				return fail("marking", err)
+			}
+			version, err = s.st.PutState(ctx, id, sessionRecordName, tomb, st.Version)
+			if errors.Is(err, store.ErrConflict) {
+				continue // changed meanwhile: look again
+			}
+			if err != nil {
+				return fail("marking", err)
+			}
+		}
+		if err := s.st.Forget(ctx, eventsID(app, user, sid, rec.Gen)); err != nil {
+			return fail("removing the events of", err)
+		}
+		if _, err := s.st.PutState(ctx, id, sessionRecordName, nil, version); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fail("removing the record of", err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // AppendEvent stores event at the end of sess and applies its state
@@ -548,6 +596,9 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	if len(data) > s.maxEvent {
 		return fmt.Errorf("%w: session %q: event %q is %d bytes as JSON, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, event.ID, len(data), s.maxEvent)
 	}
+	if err := checkNumbers(data); err != nil {
+		return fmt.Errorf("%w: session %q: event %q: %w", ErrInvalidEvent, sid, event.ID, err)
+	}
 	id := SessionIdentity(app, user, sid)
 	rec, version, err := s.readRecord(ctx, id)
 	if err != nil {
@@ -597,13 +648,16 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	// A Delete that ran since the claim left the event alone in its
 	// generation's identity, which no session shows: remove it (a session
 	// created again under the ID has another generation).
-	cur, err := s.st.GetState(ctx, id, sessionRecordName)
+	// The check and the clean-up run even when the caller has gone: an
+	// event left in a deleted generation would never be removed.
+	keep := context.WithoutCancel(ctx)
+	cur, err := s.st.GetState(keep, id, sessionRecordName)
 	if err != nil {
 		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, checking the session still exists failed: %w", sid, event.ID, err)
 	}
 	var now record
-	if !cur.Exists() || json.Unmarshal(cur.Value, &now) != nil || now.Gen != rec.Gen || now.Pending {
-		if ferr := s.st.Forget(ctx, evID); ferr != nil {
+	if !cur.Exists() || json.Unmarshal(cur.Value, &now) != nil || now.Gen != rec.Gen || now.Pending || now.Deleted {
+		if ferr := s.st.Forget(keep, evID); ferr != nil {
 			return fmt.Errorf("%w: session %q was deleted while event %q was appended (removing the event: %w)", ErrSessionNotFound, sid, event.ID, ferr)
 		}
 		return fmt.Errorf("%w: session %q was deleted while event %q was appended", ErrSessionNotFound, sid, event.ID)
@@ -635,8 +689,8 @@ func (s *SessionService) readRecord(ctx context.Context, id memstack.Identity) (
 	if err := json.Unmarshal(st.Value, &rec); err != nil {
 		return record{}, 0, fmt.Errorf("adk: session %q of user %q: its record does not decode: %w (%w)", sessionName(id), id.User, err, store.ErrCorrupt)
 	}
-	if rec.Pending {
-		return record{}, st.Version, fmt.Errorf("%w: session %q of user %q in app %q (being created)", ErrSessionNotFound, sessionName(id), id.User, id.Tenant)
+	if rec.Pending || rec.Deleted {
+		return record{}, st.Version, fmt.Errorf("%w: session %q of user %q in app %q (being created or deleted)", ErrSessionNotFound, sessionName(id), id.User, id.Tenant)
 	}
 	if rec.State == nil {
 		rec.State = map[string]any{}

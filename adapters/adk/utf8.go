@@ -1,9 +1,12 @@
 package adk
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -129,4 +132,46 @@ func printable(k reflect.Value) string {
 		return fmt.Sprintf("%q", k.String())
 	}
 	return k.Kind().String()
+}
+
+// checkNumbers returns an error for an integer beyond ±2^53 in the JSON
+// data (what json.Number, math/big and raw JSON carry past checkValue):
+// read back as float64, it would come back rounded.
+func checkNumbers(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("it does not read back from JSON: %w", err)
+	}
+	return numbersIn(v, "", 0)
+}
+
+func numbersIn(v any, path string, depth int) error {
+	if depth > maxDepth {
+		return nil // checkValue refuses such depth
+	}
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		if strings.ContainsAny(s, ".eE") {
+			return nil // a float: read back as the float it is
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err != nil || n > maxExactInt || n < -maxExactInt {
+			return fmt.Errorf("%s is an integer beyond ±2^53, which JSON does not read back exactly (pass it as a string)", orValue(path))
+		}
+	case map[string]any:
+		for k, x := range v {
+			if err := numbersIn(x, join(path, k), depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := numbersIn(x, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
