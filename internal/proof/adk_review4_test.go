@@ -1,0 +1,112 @@
+package proof_test
+
+// Review 4: the ADK adapter's documentation against its behaviour.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/adk/v2/memory"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/session/sessiontestsuite"
+
+	"github.com/memstack/memstack/adapters/adk"
+	"github.com/memstack/memstack/tokens"
+)
+
+// TestADKReview4_DateWithoutYear: doc.go promises "dates in questions
+// ("what did we settle on 14 May?")". Recall reads only dates with a
+// year: the doc's own question is searched as words, and the turns of
+// 14 May that do not say "14 May" are not found.
+func TestADKReview4_DateWithoutYear(t *testing.T) {
+	f := newADKFixture(t, backends()[1])
+	ctx := context.Background()
+	may14 := time.Date(2026, time.May, 14, 10, 0, 0, 0, time.UTC)
+	may20 := time.Date(2026, time.May, 20, 10, 0, 0, 0, time.UTC)
+	require.NoError(t, f.mem.AddSessionToMemory(ctx, f.session(t, "travel", "ana", "s1",
+		adkText("a1", "user", may14, "Let's go with the blue logo and the Porto venue."),
+		adkText("a2", "planner", may14.Add(time.Minute), "Agreed: blue logo, Porto venue."))))
+	require.NoError(t, f.mem.AddSessionToMemory(ctx, f.session(t, "travel", "ana", "s2",
+		adkText("b1", "user", may20, "What did we settle about catering?"),
+		adkText("b2", "planner", may20.Add(time.Minute), "Nothing was settled about catering yet."))))
+
+	withYear := search(t, f.mem, "travel", "ana", "What did we settle on 14 May 2026?")
+	require.NotEmpty(t, withYear)
+	assert.Contains(t, entryText(withYear[0]), "blue logo", "with a year the day's turns come first")
+
+	got := search(t, f.mem, "travel", "ana", "What did we settle on 14 May?")
+	for _, e := range got {
+		t.Logf("%s %s %s: %s", e.ID, e.Timestamp.Format(time.DateOnly), e.Author, entryText(e))
+	}
+	require.NotEmpty(t, got)
+	assert.Contains(t, entryText(got[0]), "blue logo", "the doc's own example question finds 14 May's turns")
+}
+
+// TestADKReview4_BudgetVersusWhatTheModelGets: WithTokenBudget counts an
+// entry's text parts only. A tool-call entry carries the call and its
+// result as FunctionCall/FunctionResponse parts AND as a text part, so
+// what loadmemorytool hands the model (the entries as JSON) holds the
+// result twice and exceeds the budget by far.
+func TestADKReview4_BudgetVersusWhatTheModelGets(t *testing.T) {
+	const budget = 1500 // the README's
+	f := newADKFixture(t, backends()[1], adk.WithTokenBudget(budget))
+	ctx := context.Background()
+	var rows []map[string]any
+	for i := range 30 {
+		rows = append(rows, map[string]any{"flight": fmt.Sprintf("TP%04d", 1000+i), "from": "LIS", "to": "OPO", "price_eur": 40 + i, "seats": i % 9})
+	}
+	require.NoError(t, f.mem.AddSessionToMemory(ctx, f.session(t, "travel", "ana", "s1",
+		adkText("a1", "user", adkDay, "Find flights from Lisbon to Porto."),
+		adkCall("a2", "planner", adkDay.Add(time.Minute), "c1", "search_flights", map[string]any{"from": "LIS", "to": "OPO"}),
+		adkResult("a3", "planner", adkDay.Add(2*time.Minute), "c1", "search_flights", map[string]any{"flights": rows}),
+		adkText("a4", "planner", adkDay.Add(3*time.Minute), "The cheapest is TP1000 at 40 euros."))))
+	got := search(t, f.mem, "travel", "ana", "flights Lisbon Porto")
+	require.NotEmpty(t, got)
+	cl, err := tokens.CL100K()
+	require.NoError(t, err)
+	texts := 0
+	for _, e := range got {
+		var parts []string
+		for _, p := range e.Content.Parts {
+			if p.Text != "" {
+				parts = append(parts, p.Text)
+			}
+		}
+		texts += cl.CountTokens(strings.Join(parts, "\n"))
+	}
+	// What load_memory returns to the model: {"memories": entries}.
+	data, err := json.Marshal(map[string]any{"memories": got})
+	require.NoError(t, err)
+	asJSON := cl.CountTokens(string(data))
+	for _, e := range got {
+		t.Logf("%s: %.80s", e.ID, entryText(e))
+	}
+	t.Logf("%d entries: text parts %d tokens (the budget counts these), load_memory's JSON %d tokens, budget %d", len(got), texts, asJSON, budget)
+	assert.LessOrEqual(t, texts, budget)
+	assert.LessOrEqual(t, asJSON, budget, "what the model receives from load_memory is within WithTokenBudget")
+}
+
+// TestADKReview4_ConformanceOnIndexBackends: "ADK's own session
+// conformance suite passes on every backend": also on the stores opened
+// WithRecallIndex, which the proof suite runs memory tests on but not the
+// conformance suite.
+func TestADKReview4_ConformanceOnIndexBackends(t *testing.T) {
+	for _, b := range adkBackends()[4:] {
+		t.Run(b.name, func(t *testing.T) {
+			sessiontestsuite.RunServiceTests(t, sessiontestsuite.SuiteOptions{SupportsUserProvidedSessionID: true},
+				func(t *testing.T) session.Service {
+					svc, err := adk.NewSessionService(b.space(t)("adk"))
+					require.NoError(t, err)
+					return svc
+				})
+		})
+	}
+}
+
+var _ memory.Service = (*adk.MemoryService)(nil)
