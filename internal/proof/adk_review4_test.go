@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,12 @@ import (
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/session/sessiontestsuite"
 
+	"github.com/tmc/langchaingo/embeddings"
+
 	"github.com/memstack/memstack/adapters/adk"
+	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/store/sqlitestore"
 	"github.com/memstack/memstack/tokens"
 )
 
@@ -110,3 +117,72 @@ func TestADKReview4_ConformanceOnIndexBackends(t *testing.T) {
 }
 
 var _ memory.Service = (*adk.MemoryService)(nil)
+
+// TestADKReview4_CommandForgetLeavesVectors: doc.go says the memstack
+// command "does the same" as ForgetUser ("memstack forget -store DSN
+// -tenant APP -user USER -yes"), and the README that it "removes the
+// user's memory". With vector or hybrid retrieval (which the README
+// advertises) the user's turns also live, as text, in the vector store,
+// which the command cannot reach: they survive a forget.
+func TestADKReview4_CommandForgetLeavesVectors(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "memstack")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/memstack/memstack/cmd/memstack").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	path := filepath.Join(dir, "agent.db")
+	raw, err := sqlitestore.Open(openCtx(t), path)
+	st := closeLater(t, "sqlitestore.Open", raw, err)
+	emb := wordEmbedder(t)
+	vs, err := retrieval.NewChromem(nil, "adk", emb)
+	require.NoError(t, err)
+	sessions, err := adk.NewSessionService(st)
+	require.NoError(t, err)
+	mem, err := adk.NewMemoryService(st, adk.WithRecallOptions(memories.WithHybrid(emb, vs, retrieval.WithEmbedderName("words"))))
+	require.NoError(t, err)
+	f := adkFixture{st: st, sessions: sessions, mem: mem}
+	ctx := context.Background()
+	require.NoError(t, mem.AddSessionToMemory(ctx, f.session(t, "travel", "ana", "s1",
+		adkText("e1", "user", adkDay, "My passport number is X1234567."))))
+	require.NotEmpty(t, search(t, mem, "travel", "ana", "passport"))
+
+	out, err = exec.Command(bin, "forget", "-store", "sqlite://"+path, "-tenant", "travel", "-user", "ana", "-yes").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("memstack forget: %s", strings.TrimSpace(string(out)))
+	assert.Empty(t, search(t, mem, "travel", "ana", "passport"), "SearchMemory shows nothing")
+	docs, err := vs.SimilaritySearch(ctx, "passport number", 5)
+	require.NoError(t, err)
+	for _, d := range docs {
+		t.Logf("left in the vector store: %q %v", d.PageContent, d.Metadata)
+	}
+	assert.Empty(t, docs, "after `memstack forget` the user's turns are gone from the vector store too")
+	// And the service cannot clean up after the command: ForgetUser
+	// finds no identity of the user left in the store, so clears nothing.
+	_, err = mem.ForgetUser(ctx, "travel", "ana")
+	require.NoError(t, err)
+	docs, err = vs.SimilaritySearch(ctx, "passport number", 5)
+	require.NoError(t, err)
+	assert.Empty(t, docs, "a ForgetUser after the command removes the orphaned vectors")
+}
+
+// wordEmbedder: one dimension per hashed word.
+func wordEmbedder(t *testing.T) embeddings.Embedder {
+	e, err := embeddings.NewEmbedder(embeddings.EmbedderClientFunc(func(_ context.Context, texts []string) ([][]float32, error) {
+		out := make([][]float32, len(texts))
+		for i, text := range texts {
+			v := make([]float32, 64)
+			v[63] = 0.01
+			for _, w := range strings.Fields(strings.ToLower(text)) {
+				w = strings.Trim(w, ".,?!")
+				h := 0
+				for _, c := range w {
+					h = (h*31 + int(c)) % 63
+				}
+				v[h]++
+			}
+			out[i] = v
+		}
+		return out, nil
+	}))
+	require.NoError(t, err)
+	return e
+}
