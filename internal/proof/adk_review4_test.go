@@ -155,8 +155,8 @@ func TestADKReview4_CommandForgetLeavesVectors(t *testing.T) {
 		t.Logf("left in the vector store: %q %v", d.PageContent, d.Metadata)
 	}
 	assert.Empty(t, docs, "after `memstack forget` the user's turns are gone from the vector store too")
-	// And the service cannot clean up after the command: ForgetUser
-	// finds no identity of the user left in the store, so clears nothing.
+	// (Passes: a ForgetUser through the service afterwards does remove
+	// them, so the workaround is to forget through the service.)
 	_, err = mem.ForgetUser(ctx, "travel", "ana")
 	require.NoError(t, err)
 	docs, err = vs.SimilaritySearch(ctx, "passport number", 5)
