@@ -358,3 +358,49 @@ func TestADKReview4SubAgentAuthors(t *testing.T) {
 	}
 	assert.True(t, found)
 }
+
+// readmeSnippet is README.md's "Google ADK for Go" snippet, verbatim
+// (only the store's path is the test's).
+func readmeSnippet(ctx context.Context, dbPath string, adkAgent agent.Agent) error {
+	st, err := sqlitestore.Open(ctx, dbPath) // one store for sessions and memory
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sessions, err := adk.NewSessionService(st)
+	if err != nil {
+		return err
+	}
+	mem, err := adk.NewMemoryService(st, adk.WithTokenBudget(1500))
+	if err != nil {
+		return err
+	}
+	// adkAgent: an llmagent with preloadmemorytool.New() (or loadmemorytool.New()) among its tools.
+	r, err := runner.New(runner.Config{AppName: "travel", Agent: adkAgent, SessionService: sessions, MemoryService: mem})
+	if err != nil {
+		return err
+	}
+	msg := genai.NewContentFromText("Book the offsite in Lisbon for 14 May.", genai.RoleUser)
+	for _, err := range r.Run(ctx, "ana", "monday", msg, agent.RunConfig{}) {
+		if err != nil {
+			return err
+		}
+	}
+	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "travel", UserID: "ana", SessionID: "monday"})
+	if err != nil {
+		return err
+	}
+	if err := mem.AddSessionToMemory(ctx, got.Session); err != nil { // any number of times: each event is stored once
+		return err
+	}
+	return nil
+}
+
+// The README's snippet, run on a fresh store: it runs a session it never
+// created, with a runner without AutoCreateSession.
+func TestADKReview4ReadmeSnippetRuns(t *testing.T) {
+	m := &fnModel{name: "scripted", fn: func(req *model.LLMRequest) *model.LLMResponse { return textResp("Booked.") }}
+	a, err := llmagent.New(llmagent.Config{Name: "assistant", Model: m, Tools: []tool.Tool{preloadmemorytool.New()}})
+	require.NoError(t, err)
+	assert.NoError(t, readmeSnippet(context.Background(), filepath.Join(t.TempDir(), "agent.db"), a), "the README's wiring works on a fresh store")
+}
