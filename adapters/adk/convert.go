@@ -22,11 +22,12 @@ import (
 //   - text: an llms.HumanChatMessage when the author is "user" (or the
 //     content's role is "user"), else an llms.AIChatMessage.
 //
-// Text parts are joined by a newline. Thoughts (Part.Thought), inline and
+// Calls of the tools in skip, and their results, are left out. Text parts
+// are joined by a newline. Thoughts (Part.Thought), inline and
 // file data (images, audio, documents), code and its results are not
 // text a user said or was told: they are left out. A partial event, and
 // one with nothing left, gives none.
-func eventMessages(ev *session.Event) ([]llms.ChatMessage, int, error) {
+func eventMessages(ev *session.Event, skip map[string]bool) ([]llms.ChatMessage, int, error) {
 	if ev.Partial || ev.Content == nil {
 		return nil, 0, nil
 	}
@@ -37,6 +38,8 @@ func eventMessages(ev *session.Event) ([]llms.ChatMessage, int, error) {
 	for i, p := range ev.Content.Parts {
 		switch {
 		case p == nil:
+		case p.FunctionResponse != nil && skip[p.FunctionResponse.Name],
+			p.FunctionCall != nil && skip[p.FunctionCall.Name]:
 		case p.FunctionResponse != nil:
 			r := p.FunctionResponse
 			body, err := json.Marshal(r.Response)
@@ -142,16 +145,4 @@ func unitContent(msgs []llms.ChatMessage) *genai.Content {
 		c.Parts = append(c.Parts, genai.NewPartFromText(fmt.Sprintf("%s(%s) was called", calls[id].name, calls[id].args)))
 	}
 	return c
-}
-
-// contentText is the text of a content's parts: what a reader of the
-// text sees, and what a token budget counts.
-func contentText(c *genai.Content) string {
-	var texts []string
-	for _, p := range c.Parts {
-		if p.Text != "" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
 }

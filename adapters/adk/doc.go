@@ -17,11 +17,13 @@
 //	mem, err := adk.NewMemoryService(st)
 //	if err != nil { … }
 //	r, err := runner.New(runner.Config{
-//		AppName:        "travel",
-//		Agent:          agent, // an llmagent with preloadmemorytool.New() or loadmemorytool.New()
-//		SessionService: sessions,
-//		MemoryService:  mem,
+//		AppName:           "travel",
+//		Agent:             agent, // an llmagent with preloadmemorytool.New() or loadmemorytool.New()
+//		SessionService:    sessions,
+//		MemoryService:     mem,
+//		AutoCreateSession: true, // or sessions.Create the session first
 //	})
+//	for _, err := range r.Run(ctx, "ana", id, msg, agent.RunConfig{}) { … }
 //
 // After a session (or after each turn), add it to memory:
 //
@@ -122,7 +124,8 @@
 // user's conversations: BM25 with each turn scored with its neighbours'
 // words by default, vector or hybrid retrieval with WithRecallOptions
 // (memories.WithVector, memories.WithHybrid), dates in questions ("what
-// did we settle on 14 May?"). Over sqlitestore or pgstore opened
+// did we settle on 14 May 2026?": a date with its year; a day and month
+// alone are words like any other). Over sqlitestore or pgstore opened
 // WithRecallIndex it searches the database's index, so a replica that
 // starts cold reads only what it shows. It returns one entry per turn,
 // best first, as many as WithTokenBudget (default DefaultTokenBudget
@@ -139,7 +142,17 @@
 // ADK's memory.Service has no delete. MemoryService.ForgetUser removes
 // everything the store holds for a user of an app — the memory of every
 // session, the sessions, the user's state — and nothing of anyone else;
-// ExportUser returns it all. The memstack command does the same from a
-// shell: "memstack forget -store DSN -tenant APP -user USER -yes" and
-// "memstack export …".
+// ExportUser returns it all. The memstack command does the same for the
+// store from a shell: "memstack forget -store DSN -tenant APP -user USER
+// -yes" and "memstack export …"; it cannot reach a vector store given
+// with WithRecallOptions (WithVector, WithHybrid), whose vectors of the
+// user stay (never shown: their turns are gone) until ForgetUser runs for
+// the user: forget such users through ForgetUser.
+//
+// # Tools
+//
+// The calls and results of the tools in DefaultSkipTools (ADK's memory
+// tools, the hand-over between agents) are not added: a load_memory
+// result is memory already, and adding it would copy the memory into
+// itself at every search. WithSkipTools changes the list.
 package adk

@@ -48,9 +48,24 @@ func WithRecallOptions(opts ...memories.RecallOption) Option {
 	return func(c *config) { c.recallOpts = append(c.recallOpts, opts...) }
 }
 
+// DefaultSkipTools are the tools whose calls and results a MemoryService
+// does not add unless WithSkipTools says otherwise: ADK's memory tools
+// (their results are memory already: adding them would copy the memory
+// into itself at every search) and the hand-over between agents.
+var DefaultSkipTools = []string{"load_memory", "preload_memory", "transfer_to_agent"}
+
+// WithSkipTools sets the tools whose calls and results AddSessionToMemory
+// leaves out (default DefaultSkipTools; pass none to add every call).
+// The text of the events that carry them is still added.
+func WithSkipTools(names ...string) Option {
+	return func(c *config) { c.skipTools = append([]string{}, names...) }
+}
+
 // WithTokenBudget sets how many tokens the entries SearchMemory returns
 // may hold together (default DefaultTokenBudget), counted with the
-// WithTokenCounter counter. n < 1 is an error.
+// WithTokenCounter counter on each entry as JSON — what loadmemorytool
+// hands the model, and more than preloadmemorytool shows. n < 1 is an
+// error.
 func WithTokenBudget(n int) Option {
 	return func(c *config) {
 		if n < 1 {
@@ -83,6 +98,7 @@ func WithTokenCounter(counter tokens.Counter) Option {
 //
 // It is safe for concurrent use, also by several processes over one store.
 type MemoryService struct {
+	skip     map[string]bool
 	recall   *memories.Recall
 	st       store.Store
 	counter  tokens.Counter
@@ -94,7 +110,7 @@ var _ memory.Service = (*MemoryService)(nil)
 
 // NewMemoryService returns a memory.Service that keeps what sessions said
 // in st and searches it with a memories.Recall. Options: WithRecallOptions,
-// WithTokenBudget, WithTokenCounter, WithMaxEventBytes. st is best a store
+// WithTokenBudget, WithTokenCounter, WithSkipTools, WithMaxEventBytes. st is best a store
 // that implements store.Users (every store of memstack does): the Recall
 // then searches every conversation of the user, and ForgetUser and
 // ExportUser work.
@@ -122,7 +138,15 @@ func NewMemoryService(st store.Store, opts ...Option) (*MemoryService, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adk: NewMemoryService: %w", err)
 	}
-	return &MemoryService{recall: recall, st: st, counter: c.counter, budget: c.budget, maxEvent: c.maxEvent}, nil
+	skip := map[string]bool{}
+	names := c.skipTools
+	if names == nil {
+		names = DefaultSkipTools
+	}
+	for _, n := range names {
+		skip[n] = true
+	}
+	return &MemoryService{skip: skip, recall: recall, st: st, counter: c.counter, budget: c.budget, maxEvent: c.maxEvent}, nil
 }
 
 // added is what a MemoryService has added of a session, kept as a state
@@ -268,7 +292,7 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 			if err != nil {
 				return bad(err)
 			}
-			msgs, size, err := eventMessages(norm)
+			msgs, size, err := eventMessages(norm, m.skip)
 			if err != nil {
 				return bad(err)
 			}
@@ -486,8 +510,8 @@ func (m *MemoryService) store(ctx context.Context, gen int64, it pending) error 
 
 // SearchMemory returns the past turns of req.UserID in req.AppName most
 // relevant to req.Query, from every session added to memory, best first,
-// as many as WithTokenBudget holds (an entry that does not fit is left out
-// and the next, smaller one may be taken). Each entry is one turn (a user
+// as many as WithTokenBudget holds, each counted as JSON (an entry that
+// does not fit is left out and the next, smaller one may be taken). Each entry is one turn (a user
 // message, or a model message with the tool calls and results that follow
 // it): ID "session/Seq", Content of role "user" or "model", Author "user"
 // or the agent whose event it was ("model" when that is not known: a turn
@@ -517,33 +541,55 @@ func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequ
 		if len(content.Parts) == 0 {
 			continue
 		}
-		n, err := tokens.Count(m.counter, contentText(content))
-		if err != nil {
-			return nil, fmt.Errorf("adk: SearchMemory: %w", err)
-		}
-		if used+n > m.budget {
-			continue
-		}
-		used += n
-		author := "user"
-		if content.Role != "user" {
-			if author, err = m.authorOf(ctx, mt, authors); err != nil {
-				return nil, err
-			}
-		}
-		resp.Memories = append(resp.Memories, memory.Entry{
+		entry := memory.Entry{
 			ID:        mt.Conversation.Conversation + "/" + strconv.FormatInt(mt.Seq, 10),
 			Content:   content,
-			Author:    author,
 			Timestamp: mt.Time,
 			CustomMetadata: map[string]any{
 				"session_id": mt.Conversation.Conversation,
 				"seq":        mt.Seq,
 				"score":      mt.Score,
 			},
-		})
+		}
+		// Counted as JSON, what loadmemorytool hands the model: first
+		// without the author, whose lookup only an entry that may fit
+		// pays for.
+		n, err := m.countEntry(entry)
+		if err != nil {
+			return nil, err
+		}
+		if used+n > m.budget {
+			continue
+		}
+		entry.Author = "user"
+		if content.Role != "user" {
+			if entry.Author, err = m.authorOf(ctx, mt, authors); err != nil {
+				return nil, err
+			}
+		}
+		if n, err = m.countEntry(entry); err != nil {
+			return nil, err
+		}
+		if used+n > m.budget {
+			continue
+		}
+		used += n
+		resp.Memories = append(resp.Memories, entry)
 	}
 	return resp, nil
+}
+
+// countEntry counts an entry's tokens as JSON.
+func (m *MemoryService) countEntry(e memory.Entry) (int, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("adk: SearchMemory: entry %s: %w", e.ID, err)
+	}
+	n, err := tokens.Count(m.counter, string(data))
+	if err != nil {
+		return 0, fmt.Errorf("adk: SearchMemory: %w", err)
+	}
+	return n, nil
 }
 
 // authorAt names the authors of one time of one conversation.

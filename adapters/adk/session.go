@@ -105,13 +105,13 @@ var _ session.Service = (*SessionService)(nil)
 type Option func(*config)
 
 type config struct {
-	maxEvent    int
-	budget      int
-	recallOpts  []recallOption
-	counter     tokenCounter
-	counterSet  bool
-	problems    []string
-	sessionOnly bool
+	maxEvent   int
+	budget     int
+	recallOpts []recallOption
+	counter    tokenCounter
+	counterSet bool
+	skipTools  []string
+	problems   []string
 }
 
 // WithMaxEventBytes sets the largest event a SessionService stores (its
@@ -159,8 +159,8 @@ func NewSessionService(st store.Store, opts ...Option) (*SessionService, error) 
 	if err != nil {
 		return nil, err
 	}
-	if len(c.recallOpts) > 0 || c.counterSet || c.budget != DefaultTokenBudget {
-		return nil, errors.New("adk: NewSessionService: WithRecallOptions, WithTokenBudget and WithTokenCounter configure a MemoryService")
+	if len(c.recallOpts) > 0 || c.counterSet || c.budget != DefaultTokenBudget || c.skipTools != nil {
+		return nil, errors.New("adk: NewSessionService: WithRecallOptions, WithTokenBudget, WithTokenCounter and WithSkipTools configure a MemoryService")
 	}
 	return &SessionService{st: st, users: users, maxEvent: c.maxEvent}, nil
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -376,7 +377,8 @@ func readmeSnippet(ctx context.Context, dbPath string, adkAgent agent.Agent) err
 		return err
 	}
 	// adkAgent: an llmagent with preloadmemorytool.New() (or loadmemorytool.New()) among its tools.
-	r, err := runner.New(runner.Config{AppName: "travel", Agent: adkAgent, SessionService: sessions, MemoryService: mem})
+	r, err := runner.New(runner.Config{AppName: "travel", Agent: adkAgent, SessionService: sessions, MemoryService: mem,
+		AutoCreateSession: true}) // or sessions.Create(ctx, &session.CreateRequest{…}) first
 	if err != nil {
 		return err
 	}
@@ -403,4 +405,21 @@ func TestADKReview4ReadmeSnippetRuns(t *testing.T) {
 	a, err := llmagent.New(llmagent.Config{Name: "assistant", Model: m, Tools: []tool.Tool{preloadmemorytool.New()}})
 	require.NoError(t, err)
 	assert.NoError(t, readmeSnippet(context.Background(), filepath.Join(t.TempDir(), "agent.db"), a), "the README's wiring works on a fresh store")
+
+	// readmeSnippet is the README's snippet: every line of the README's
+	// block is in this file.
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	self, err := os.ReadFile("adk_review4_test.go")
+	require.NoError(t, err)
+	section := string(readme)[strings.Index(string(readme), "## Google ADK for Go"):]
+	block := section[strings.Index(section, "```go\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "agent.db") {
+			continue // the store's path is the test's
+		}
+		assert.Contains(t, string(self), line, "README line not in readmeSnippet")
+	}
 }
