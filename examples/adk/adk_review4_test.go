@@ -5,10 +5,10 @@ package main
 
 import (
 	"context"
-	"os"
 	"encoding/json"
 	"fmt"
 	"iter"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"

@@ -4,9 +4,9 @@ package proof_test
 
 import (
 	"context"
-	"os"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
