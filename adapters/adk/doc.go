@@ -90,6 +90,13 @@
 // AppendEvent's event and deltas) returns an error that says what was
 // applied, and calling again finishes.
 //
+// Costs, in store calls (round trips on a network store): AppendEvent
+// four (read the record, claim it, store the event, check the session
+// still exists), and two more for each of the app's and the user's state
+// its delta changes (ADK's database service does it in one transaction);
+// Get reads the record, the events it returns and the two scopes' state;
+// List reads the user's (or app's) identities and a record per session.
+//
 // MemoryService: the text of each event, as memstack messages (see
 // AddSessionToMemory): a user's text is an llms.HumanChatMessage, a model's
 // an llms.AIChatMessage, a function call an AIChatMessage with ToolCalls and

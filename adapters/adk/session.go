@@ -664,11 +664,17 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	}
 	// The app's and the user's state last: a failure before leaves them
 	// as they were.
-	if _, err := s.updateScoped(ctx, appStateID(app), appDelta); err != nil {
-		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its app state delta is not (append the event again): %w", sid, event.ID, err)
-	}
-	if _, err := s.updateScoped(ctx, userStateID(app, user), userDelta); err != nil {
-		return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its user state delta is not (append the event again): %w", sid, event.ID, err)
+	for _, d := range []struct {
+		what  string
+		id    memstack.Identity
+		delta map[string]any
+	}{{"app", appStateID(app), appDelta}, {"user", userStateID(app, user), userDelta}} {
+		if len(d.delta) == 0 {
+			continue // nothing to read or write
+		}
+		if _, err := s.updateScoped(ctx, d.id, d.delta); err != nil {
+			return fmt.Errorf("adk: AppendEvent: session %q: event %q is stored, its %s state delta is not (append the event again): %w", sid, event.ID, d.what, err)
+		}
 	}
 	if own != nil {
 		own.appended(event, stored, updated)
