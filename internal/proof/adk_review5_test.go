@@ -17,10 +17,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/adk/v2/model"
-	"google.golang.org/genai"
 	"github.com/tmc/langchaingo/llms"
+	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
 
 	"github.com/memstack/memstack"
 	"github.com/memstack/memstack/adapters/adk"
@@ -102,7 +102,6 @@ func (c *adk5Count) Identities(ctx context.Context, scope store.Scope) ([]memsta
 	c.note("Identities")
 	return c.Users.Identities(ctx, scope)
 }
-
 
 // TestADKReview5_CreateUnmarshalableStateIsNotInvalid: a state value JSON
 // cannot hold (NaN, ±Inf, a channel) is refused by Create with an error
@@ -299,4 +298,23 @@ func TestADKReview5_CreateChecksOnlyTheSessionsOwnState(t *testing.T) {
 	app, err := st.GetState(ctx, memstack.Identity{Tenant: "travel", Conversation: "\x00adk-app-state"}, "adk.state")
 	require.NoError(t, err)
 	assert.NotContains(t, string(app.Value), "dark", "a refused Create leaves the app state as it was")
+}
+
+// TestADKReview5_ErrorQuotesLongStateKeys: checkValue names a map key in
+// its error only when it is short (40 bytes: a state or argument name),
+// but checkNumbers — the check of integers beyond 2^53 in json.Number,
+// math/big and raw JSON — quotes every key on the path whole. A state
+// value keyed by what the user said (notes by question, a cache by
+// prompt) puts the user's words into an error that ends up in logs.
+func TestADKReview5_ErrorQuotesLongStateKeys(t *testing.T) {
+	ctx := context.Background()
+	sessions := mustSessions(t, store.NewInMemory())
+	created, err := sessions.Create(ctx, &session.CreateRequest{AppName: "travel", UserID: "ana", SessionID: "s1"})
+	require.NoError(t, err)
+	said := "my card number is 4111 1111 1111 1111 and the code is 123, please book it"
+	ev := adkText("e1", "user", adkDay, "hello")
+	ev.Actions.StateDelta = map[string]any{"answers": map[string]any{said: json.Number("9007199254740993")}}
+	err = sessions.AppendEvent(ctx, created.Session, ev)
+	require.ErrorIs(t, err, adk.ErrInvalidEvent)
+	assert.NotContains(t, err.Error(), "4111", "the error names the place, not the user's words: %v", err)
 }
