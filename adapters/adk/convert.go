@@ -19,8 +19,9 @@ import (
 //     ID, else its name; content the response as JSON);
 //   - function calls: one llms.AIChatMessage with the calls as ToolCalls
 //     and the event's text as content;
-//   - text: an llms.HumanChatMessage when the author is "user" (or the
-//     content's role is "user"), else an llms.AIChatMessage.
+//   - text (beside no call): an llms.HumanChatMessage when the author is
+//     "user" (or the content's role is "user"), else an llms.AIChatMessage,
+//     after the event's tool results if it has any.
 //
 // Calls of the tools in skip, and their results, are left out. Text parts
 // are joined by a newline. Thoughts (Part.Thought), inline and
@@ -73,19 +74,25 @@ func eventMessages(ev *session.Event, skip map[string]bool) ([]llms.ChatMessage,
 			texts = append(texts, p.Text)
 		}
 	}
-	if len(results) > 0 {
-		return results, size, nil
-	}
 	text := strings.Join(texts, "\n")
-	switch {
-	case len(calls) > 0:
-		return []llms.ChatMessage{llms.AIChatMessage{Content: text, ToolCalls: calls}}, size, nil
-	case text == "":
-		return nil, 0, nil
-	case ev.Author == "user" || ev.Content.Role == genai.RoleUser:
-		return []llms.ChatMessage{llms.HumanChatMessage{Content: text}}, size, nil
+	var out []llms.ChatMessage
+	if len(calls) > 0 {
+		out = append(out, llms.AIChatMessage{Content: text, ToolCalls: calls})
 	}
-	return []llms.ChatMessage{llms.AIChatMessage{Content: text}}, size, nil
+	out = append(out, results...)
+	if len(calls) == 0 && text != "" {
+		// Text beside function responses comes after them: the responses
+		// answer the calls before, the text is what follows.
+		if ev.Author == "user" || ev.Content.Role == genai.RoleUser {
+			out = append(out, llms.HumanChatMessage{Content: text})
+		} else {
+			out = append(out, llms.AIChatMessage{Content: text})
+		}
+	}
+	if len(out) == 0 {
+		return nil, 0, nil
+	}
+	return out, size, nil
 }
 
 // unitContent returns the genai.Content of a unit's messages (what

@@ -114,7 +114,10 @@
 // session value and a Get of it give the same keys) and adds only the
 // others; every message is also stored under a save key made of its
 // event's key, so two adds at once, or an add retried after a lost reply,
-// store it once. Adding the same session again, a longer version of it,
+// store it once (as long as the store remembers save keys: SQLite,
+// PostgreSQL and in process while the message is stored, redisstore two
+// minutes; an add that failed after storing some messages and is retried
+// later than that on Redis may store those again). Adding the same session again, a longer version of it,
 // or a window of it (Get with NumRecentEvents) stores each event once, in
 // the order the adds first see them. A session deleted and created again
 // under the same ID adds its new events; after a Clear of the

@@ -511,13 +511,17 @@ func (m *MemoryService) store(ctx context.Context, gen int64, it pending) error 
 // SearchMemory returns the past turns of req.UserID in req.AppName most
 // relevant to req.Query, from every session added to memory, best first,
 // as many as WithTokenBudget holds, each counted as JSON (an entry that
-// does not fit is left out and the next, smaller one may be taken). Each entry is one turn (a user
-// message, or a model message with the tool calls and results that follow
-// it): ID "session/Seq", Content of role "user" or "model", Author "user"
-// or the agent whose event it was ("model" when that is not known: a turn
-// stored by something other than a MemoryService), Timestamp the event's, and CustomMetadata "session_id", "seq" and "score". Other
-// users' and other apps' turns are never returned. An empty query finds
-// nothing.
+// does not fit is left out and the next, smaller one may be taken). Each
+// entry is one turn (a user message, or a model message with the tool
+// calls and results that follow it): ID "session/Seq", Content of role
+// "user" or "model", Author "user" or the agent whose event it was
+// ("model" when that is not known: a turn stored by something other than
+// a MemoryService), Timestamp the event's, and CustomMetadata
+// "session_id", "seq" and "score". With
+// WithRecallOptions(memories.WithRecallUnit(memories.RecallExchanges)) an
+// entry is an exchange, which starts with the user's message: its Author
+// is "user". Other users' and other apps' turns are never returned. An
+// empty query finds nothing.
 func (m *MemoryService) SearchMemory(ctx context.Context, req *memory.SearchRequest) (*memory.SearchResponse, error) {
 	if req == nil {
 		return nil, errors.New("adk: SearchMemory: request is nil")

@@ -247,6 +247,18 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	if err := checkValue(req.State); err != nil {
 		return nil, fmt.Errorf("%w: Create: session %q: the state's %w", ErrInvalidEvent, sid, err)
 	}
+	// The whole state (its app and user keys too) is checked before
+	// anything is written.
+	whole, err := json.Marshal(req.State)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Create: session %q: the state is not JSON: %w", ErrInvalidEvent, sid, err)
+	}
+	if len(whole) > s.maxEvent {
+		return nil, fmt.Errorf("%w: Create: the state of session %q is %d bytes, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, len(whole), s.maxEvent)
+	}
+	if err := checkNumbers(whole); err != nil {
+		return nil, fmt.Errorf("%w: Create: the state of session %q: %w", ErrInvalidEvent, sid, err)
+	}
 	appDelta, userDelta, own := splitState(req.State)
 	gen, err := newGeneration()
 	if err != nil {
@@ -256,13 +268,7 @@ func (s *SessionService) Create(ctx context.Context, req *session.CreateRequest)
 	rec := record{Created: now, Updated: now, State: own, Gen: gen, Pending: true}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return nil, fmt.Errorf("adk: Create: session %q of user %q: state is not JSON: %w", sid, user, err)
-	}
-	if len(data) > s.maxEvent {
-		return nil, fmt.Errorf("%w: Create: the state of session %q is %d bytes, more than %d", ErrInvalidEvent, sid, len(data), s.maxEvent)
-	}
-	if err := checkNumbers(data); err != nil {
-		return nil, fmt.Errorf("%w: Create: the state of session %q: %w", ErrInvalidEvent, sid, err)
+		return nil, fmt.Errorf("%w: Create: session %q: the state is not JSON: %w", ErrInvalidEvent, sid, err)
 	}
 	id := SessionIdentity(app, user, sid)
 	exists := fmt.Errorf("%w: session %q of user %q in app %q", ErrSessionExists, sid, user, app)
@@ -605,13 +611,19 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 		return err
 	}
 	own, _ := sess.(*adkSession)
-	if own != nil && own.svc == s {
+	switch {
+	case own != nil && own.gen != rec.Gen:
+		return fmt.Errorf("%w: session %q was deleted and created again after this value of it was read", ErrStaleSession, sid)
+	case own != nil && own.svc == s:
 		if read := own.readVersion(); read != version {
 			return fmt.Errorf("%w: session %q was updated in the store after this value of it was read", ErrStaleSession, sid)
 		}
-	} else if seen := sess.LastUpdateTime(); rec.Updated.UnixMicro() > seen.UnixMicro() {
+	case sess.LastUpdateTime().UnixMicro() < rec.Updated.UnixMicro():
+		// A value of another service (its version is not this one's to
+		// compare) or of another implementation: the time check of
+		// ADK's database service.
 		return fmt.Errorf("%w: session %q was updated at %s, the value given was read at %s", ErrStaleSession, sid,
-			rec.Updated.Format(time.RFC3339Nano), seen.Format(time.RFC3339Nano))
+			rec.Updated.Format(time.RFC3339Nano), sess.LastUpdateTime().Format(time.RFC3339Nano))
 	}
 	appDelta, userDelta, ownDelta := splitState(stored.Actions.StateDelta)
 	// Claim the update: the record moves only from the version read, so

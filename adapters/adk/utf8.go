@@ -125,13 +125,26 @@ func join(path, field string) string {
 	return path + "." + field
 }
 
-// printable is a map key for a path: its value when it is a short valid
-// string (a state or argument name), else its kind.
+// printable is a map key for a path: the key when it looks like a name (a
+// state key, an argument: at most 40 letters, digits and ._:-), else
+// "a key", so that an error never quotes what may be a user's words.
 func printable(k reflect.Value) string {
-	if k.Kind() == reflect.String && utf8.ValidString(k.String()) && len(k.String()) <= 40 {
+	if k.Kind() == reflect.String && nameLike(k.String()) {
 		return fmt.Sprintf("%q", k.String())
 	}
-	return k.Kind().String()
+	return "a key"
+}
+
+func nameLike(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == ':' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkNumbers returns an error for an integer beyond ±2^53 in the JSON
@@ -162,7 +175,7 @@ func numbersIn(v any, path string, depth int) error {
 		}
 	case map[string]any:
 		for k, x := range v {
-			if err := numbersIn(x, join(path, k), depth+1); err != nil {
+			if err := numbersIn(x, fmt.Sprintf("%s[%s]", path, printable(reflect.ValueOf(k))), depth+1); err != nil {
 				return err
 			}
 		}
