@@ -97,3 +97,32 @@ func TestRequestsNameWhatIsMissing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, msgs, "refused calls store nothing")
 }
+
+// The session's own state is held to WithMaxEventBytes as it grows, as at
+// Create: an event that would pass it is refused and stores nothing.
+func TestAppendEventHoldsSessionStateToTheLimit(t *testing.T) {
+	ctx := context.Background()
+	sessions, err := adk.NewSessionService(store.NewInMemory(), adk.WithMaxEventBytes(4096))
+	require.NoError(t, err)
+	created, err := sessions.Create(ctx, &session.CreateRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	big := make([]byte, 1500)
+	for i := range big {
+		big[i] = 'x'
+	}
+	for i := range 2 {
+		ev := &session.Event{ID: string(rune('a' + i)), Author: "user"}
+		ev.Actions.StateDelta = map[string]any{string(rune('k' + i)): string(big)}
+		require.NoError(t, sessions.AppendEvent(ctx, created.Session, ev))
+	}
+	ev := &session.Event{ID: "c", Author: "user"}
+	ev.Actions.StateDelta = map[string]any{"m": string(big)}
+	err = sessions.AppendEvent(ctx, created.Session, ev)
+	require.ErrorIs(t, err, adk.ErrInvalidEvent)
+	assert.Contains(t, err.Error(), "session's state")
+	got, err := sessions.Get(ctx, &session.GetRequest{AppName: "a", UserID: "u", SessionID: "s"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, got.Session.Events().Len())
+	_, err = got.Session.State().Get("m")
+	assert.ErrorIs(t, err, session.ErrStateKeyNotExist)
+}

@@ -639,6 +639,9 @@ func (s *SessionService) AppendEvent(ctx context.Context, sess session.Session, 
 	if err != nil {
 		return fmt.Errorf("%w: session %q: event %q: its state delta is not JSON: %w", ErrInvalidEvent, sid, event.ID, err)
 	}
+	if len(recData) > s.maxEvent {
+		return fmt.Errorf("%w: session %q: event %q would make the session's state %d bytes, more than %d (WithMaxEventBytes)", ErrInvalidEvent, sid, event.ID, len(recData), s.maxEvent)
+	}
 	next, err := s.st.PutState(ctx, id, sessionRecordName, recData, version)
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("%w: session %q was updated in the store while event %q was appended", ErrStaleSession, sid, event.ID)
