@@ -23,15 +23,6 @@ import (
 	"google.golang.org/adk/v2/session"
 )
 
-type (
-	recallOption = memories.RecallOption
-	tokenCounter = tokens.Counter
-)
-
-// DefaultTokenBudget is how many tokens of entries SearchMemory returns at
-// most, unless WithTokenBudget says otherwise.
-const DefaultTokenBudget = 2000
-
 // addedStateName is the state value, on a session's conversation, in
 // which a MemoryService records what it has added of the session.
 const addedStateName = "adk.memory-added"
@@ -46,47 +37,6 @@ const addedStateName = "adk.memory-added"
 // would show a user other users' turns).
 func WithRecallOptions(opts ...memories.RecallOption) Option {
 	return func(c *config) { c.recallOpts = append(c.recallOpts, opts...) }
-}
-
-// DefaultSkipTools are the tools whose calls and results a MemoryService
-// does not add unless WithSkipTools says otherwise: ADK's memory tools
-// (their results are memory already: adding them would copy the memory
-// into itself at every search) and the hand-over between agents.
-var DefaultSkipTools = []string{"load_memory", "preload_memory", "transfer_to_agent"}
-
-// WithSkipTools sets the tools whose calls and results AddSessionToMemory
-// leaves out (default DefaultSkipTools; pass none to add every call).
-// The text of the events that carry them is still added.
-func WithSkipTools(names ...string) Option {
-	return func(c *config) { c.skipTools = append([]string{}, names...) }
-}
-
-// WithTokenBudget sets how many tokens the entries SearchMemory returns
-// may hold together (default DefaultTokenBudget), counted with the
-// WithTokenCounter counter on each entry as JSON — what loadmemorytool
-// hands the model, and more than preloadmemorytool shows. n < 1 is an
-// error.
-func WithTokenBudget(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.problems = append(c.problems, fmt.Sprintf("WithTokenBudget(%d): the budget must be at least 1", n))
-			return
-		}
-		c.budget = n
-	}
-}
-
-// WithTokenCounter sets how a MemoryService counts an entry's tokens
-// against WithTokenBudget (default tokens.CL100K, OpenAI's cl100k_base;
-// pass the counter of the model the agent uses).
-func WithTokenCounter(counter tokens.Counter) Option {
-	return func(c *config) {
-		if counter == nil {
-			c.problems = append(c.problems, "WithTokenCounter(nil): the counter is nil")
-			return
-		}
-		c.counter, c.counterSet = counter, true
-	}
 }
 
 // MemoryService is ADK's memory.Service over memstack: AddSessionToMemory

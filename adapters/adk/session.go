@@ -81,9 +81,10 @@ var ErrSessionExists = errors.New("adk: session already exists")
 // service.
 var ErrStaleSession = errors.New("adk: stale session (updated in the store since it was read)")
 
-// ErrInvalidEvent is wrapped by the errors about an event or a session
-// that cannot be stored or added: too large, text that is not UTF-8, no
-// ID where one is needed. Nothing of the call is stored.
+// ErrInvalidEvent is wrapped by the errors about an event, a state or a
+// session that cannot be stored or added: too large, a string that is not
+// UTF-8, an integer beyond ±2^53, no ID where one is needed. Nothing of the
+// call is stored.
 var ErrInvalidEvent = errors.New("adk: invalid event")
 
 // SessionService is ADK's session.Service over a memstack store
@@ -100,49 +101,6 @@ type SessionService struct {
 }
 
 var _ session.Service = (*SessionService)(nil)
-
-// Option configures a SessionService or a MemoryService.
-type Option func(*config)
-
-type config struct {
-	maxEvent   int
-	budget     int
-	recallOpts []recallOption
-	counter    tokenCounter
-	counterSet bool
-	skipTools  []string
-	problems   []string
-}
-
-// WithMaxEventBytes sets the largest event a SessionService stores (its
-// JSON form) and the most text of one event a MemoryService adds
-// (default DefaultMaxEventBytes). A larger one is an error wrapping
-// ErrInvalidEvent that names the event, and nothing of the call is
-// stored. n < 1 is an error.
-func WithMaxEventBytes(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.problems = append(c.problems, fmt.Sprintf("WithMaxEventBytes(%d): the limit must be at least 1", n))
-			return
-		}
-		c.maxEvent = n
-	}
-}
-
-func newConfig(opts []Option) (config, error) {
-	c := config{maxEvent: DefaultMaxEventBytes, budget: DefaultTokenBudget}
-	for _, o := range opts {
-		if o == nil {
-			c.problems = append(c.problems, "nil Option")
-			continue
-		}
-		o(&c)
-	}
-	if len(c.problems) > 0 {
-		return c, fmt.Errorf("adk: %s", strings.Join(c.problems, "; "))
-	}
-	return c, nil
-}
 
 // NewSessionService returns a session.Service that keeps sessions in st.
 // st must implement store.Users (every store of memstack does) so that
