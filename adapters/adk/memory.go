@@ -27,18 +27,6 @@ import (
 // which a MemoryService records what it has added of the session.
 const addedStateName = "adk.memory-added"
 
-// WithRecallOptions configures the memories.Recall a MemoryService
-// searches with: WithHybrid or WithVector for vector or hybrid retrieval
-// (BM25 by default), WithK, WithThreshold, WithNeighbourShare,
-// WithRecallUnit, WithCacheSize... The service sets, after these, the
-// store it was given, RecallScopeUser and WithRequireIdentity: a
-// WithStore or WithRecallScope among them has no effect (another store
-// would hide the turns from ForgetUser and ExportUser; a tenant scope
-// would show a user other users' turns).
-func WithRecallOptions(opts ...memories.RecallOption) Option {
-	return func(c *config) { c.recallOpts = append(c.recallOpts, opts...) }
-}
-
 // MemoryService is ADK's memory.Service over memstack: AddSessionToMemory
 // stores a session's turns in a memstack store as a conversation of the
 // user (AppName → tenant, UserID → user, session ID → conversation), and

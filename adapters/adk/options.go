@@ -97,3 +97,15 @@ func WithTokenCounter(counter tokens.Counter) Option {
 		c.counter, c.counterSet = counter, true
 	}
 }
+
+// WithRecallOptions configures the memories.Recall a MemoryService
+// searches with: WithHybrid or WithVector for vector or hybrid retrieval
+// (BM25 by default), WithK, WithThreshold, WithNeighbourShare,
+// WithRecallUnit, WithCacheSize... The service sets, after these, the
+// store it was given, RecallScopeUser and WithRequireIdentity: a
+// WithStore or WithRecallScope among them has no effect (another store
+// would hide the turns from ForgetUser and ExportUser; a tenant scope
+// would show a user other users' turns).
+func WithRecallOptions(opts ...memories.RecallOption) Option {
+	return func(c *config) { c.recallOpts = append(c.recallOpts, opts...) }
+}
