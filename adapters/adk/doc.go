@@ -156,8 +156,9 @@
 // store from a shell: "memstack forget -store DSN -tenant APP -user USER
 // -yes" and "memstack export …"; it cannot reach a vector store given
 // with WithRecallOptions (WithVector, WithHybrid), whose vectors of the
-// user stay (never shown: their turns are gone) until ForgetUser runs for
-// the user: forget such users through ForgetUser.
+// user may stay (never shown: their turns are gone) until a Recall that
+// indexed them notices or ForgetUser runs for the user: forget such users
+// through ForgetUser.
 //
 // # Tools
 //

@@ -159,8 +159,9 @@ func TestADKReview4_CommandForgetLeavesVectors(t *testing.T) {
 		t.Logf("left in the vector store: %q %v", d.PageContent, d.Metadata)
 	}
 	// The command cannot reach a vector store (the docs say so, and to
-	// forget such users through ForgetUser): the vectors stay, never shown.
-	assert.NotEmpty(t, docs, "the command leaves the vectors (documented)")
+	// forget such users through ForgetUser): the vectors may stay, never
+	// shown, until a Recall that indexed them notices their turns are gone
+	// (the search above may have) or ForgetUser runs.
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), "cannot reach a vector store", "the README says the command leaves vectors")
