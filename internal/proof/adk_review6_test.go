@@ -1,0 +1,117 @@
+package proof_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tmc/langchaingo/schema"
+	"google.golang.org/adk/v2/session"
+
+	"github.com/memstack/memstack"
+	"github.com/memstack/memstack/adapters/adk"
+	"github.com/memstack/memstack/combined"
+	"github.com/memstack/memstack/extract"
+	"github.com/memstack/memstack/memories"
+	"github.com/memstack/memstack/retrieval"
+	"github.com/memstack/memstack/summarizer"
+)
+
+func review6Events() []*session.Event {
+	d := adkDay
+	return []*session.Event{
+		adkText("e1", "user", d, "My name is Ana and I live in Lisbon. What is the weather in Porto?"),
+		adkCall("e2", "travel_agent", d.Add(time.Second), "c1", "get_weather", map[string]any{"city": "Porto"}),
+		adkResult("e3", "travel_agent", d.Add(2*time.Second), "c1", "get_weather", map[string]any{"forecast": "rainy"}),
+		adkText("e4", "travel_agent", d.Add(3*time.Second), "It will be rainy in Porto."),
+		adkText("e5", "user", d.Add(time.Hour), "Book the train to Porto for Friday."),
+		adkText("e6", "travel_agent", d.Add(time.Hour+time.Second), "Booked: the 9:00 train to Porto on Friday."),
+	}
+}
+
+// TestADKReview6VectorRecallBesideMemoryService: the package doc says a
+// memories.Recall on the MemoryService's store reads the ADK conversations
+// too. With a vector index on both (each its own vector store, as two
+// components of one app would have), both keep their durable watermark in
+// the same state value "recall" of each conversation: the Recall that
+// comes second believes the turns are embedded already (they are, but in
+// the other's vector store), so it never finds them; with another
+// embedder it fails outright with ErrSpaceMismatch.
+func TestADKReview6VectorRecallBesideMemoryService(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			emb := wordEmbedder(t)
+			vsADK, err := retrieval.NewChromem(nil, "adk", emb)
+			require.NoError(t, err)
+			f := newADKFixture(t, b, adk.WithRecallOptions(memories.WithVector(emb, vsADK, retrieval.WithEmbedderName("words"))))
+			s := f.session(t, "travel", "ana", "s1", review6Events()...)
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+
+			t.Run("same embedder", func(t *testing.T) {
+				vsLC, err := retrieval.NewChromem(nil, "lc", emb)
+				require.NoError(t, err)
+				rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithVector(emb, vsLC, retrieval.WithEmbedderName("words")), memories.WithMemoryKey("relevant"))
+				require.NoError(t, err)
+				lctx := memstack.WithIdentity(ctx, memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s2"})
+				vars, err := rec.LoadMemoryVariables(lctx, map[string]any{"input": "train to Porto on Friday"})
+				require.NoError(t, err)
+				assert.Contains(t, fmt.Sprint(vars["relevant"]), "Booked: the 9:00 train to Porto on Friday.",
+					"a vector Recall on the MemoryService's store finds the ADK turns")
+				docs, err := vsLC.SimilaritySearch(ctx, "train Porto Friday", 10)
+				require.NoError(t, err)
+				assert.NotEmpty(t, docs, "its own vector store holds the ADK turns")
+			})
+			t.Run("other embedder", func(t *testing.T) {
+				rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithVector(emb, nil, retrieval.WithEmbedderName("other-model")))
+				require.NoError(t, err)
+				lctx := memstack.WithIdentity(ctx, memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s2"})
+				_, err = rec.LoadMemoryVariables(lctx, map[string]any{"input": "train to Porto on Friday"})
+				assert.NoError(t, err, "a Recall with its own vector store and embedder is not refused because of the MemoryService's")
+			})
+		})
+	}
+}
+
+// TestADKReview6Layers: a combined stack over the MemoryService's store,
+// loading the conversation it writes.
+func TestADKReview6Layers(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := newADKFixture(t, b)
+			ctx := context.Background()
+			s := f.session(t, "travel", "ana", "s1", review6Events()...)
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+
+			recent, err := memories.NewRecentN(10, memories.WithStore(f.st), memories.WithMemoryKey("recent"))
+			require.NoError(t, err)
+			sum, err := memories.NewSummary(summarizer.NewExtractive(), memories.WithStore(f.st), memories.WithMaxMessages(2), memories.WithBatchSize(2), memories.WithMemoryKey("summary"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sum.Close() })
+			pat, err := extract.NewPatterns()
+			require.NoError(t, err)
+			facts, err := memories.NewFacts(pat, memories.WithStore(f.st), memories.WithMemoryKey("facts"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = facts.Close() })
+			rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithMemoryKey("relevant"))
+			require.NoError(t, err)
+			stack, err := combined.New([]schema.Memory{recent, sum, facts, rec})
+			require.NoError(t, err)
+			lctx := memstack.WithIdentity(ctx, memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s1"})
+			vars, err := stack.LoadMemoryVariables(lctx, map[string]any{"input": "weather in Porto?"})
+			require.NoError(t, err)
+			t.Logf("%v", vars)
+			assert.Contains(t, vars["facts"], "Ana", "Facts reads the ADK conversation (doc: a Facts on the same store reads it too)")
+			assert.NotContains(t, vars["summary"], "Human: My name is Ana", "a Summary with WithMaxMessages(2) shows at most its window raw")
+			// One save through the stack: do they catch up then?
+			require.NoError(t, stack.SaveContext(lctx, map[string]any{"input": "Thanks."}, map[string]any{"output": "You are welcome."}))
+			require.NoError(t, sum.Flush(lctx))
+			vars, err = stack.LoadMemoryVariables(lctx, map[string]any{"input": "weather in Porto?"})
+			require.NoError(t, err)
+			t.Logf("after a save: facts=%q summary=%q", vars["facts"], vars["summary"])
+		})
+	}
+}
