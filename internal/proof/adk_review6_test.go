@@ -77,7 +77,11 @@ func TestADKReview6VectorRecallBesideMemoryService(t *testing.T) {
 }
 
 // TestADKReview6Layers: a combined stack over the MemoryService's store,
-// loading the conversation it writes.
+// loading the conversation it writes. RecentN and Recall show the ADK
+// turns (a call with its result); Facts shows nothing and Summary shows
+// every message raw until a turn is saved through them (they derive only
+// on their own saves), against the package doc's "a Summary or Facts on
+// the same store reads it too".
 func TestADKReview6Layers(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -112,6 +116,76 @@ func TestADKReview6Layers(t *testing.T) {
 			vars, err = stack.LoadMemoryVariables(lctx, map[string]any{"input": "weather in Porto?"})
 			require.NoError(t, err)
 			t.Logf("after a save: facts=%q summary=%q", vars["facts"], vars["summary"])
+		})
+	}
+}
+
+// TestADKReview6RetentionKeepsRecord: a Summary with WithRetention over the
+// conversation the MemoryService writes removes a prefix; the
+// MemoryService must not store those events again on the next add, and
+// stores the session's new events.
+func TestADKReview6RetentionKeepsRecord(t *testing.T) {
+	for _, b := range adkBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := newADKFixture(t, b)
+			ctx := context.Background()
+			s := f.session(t, "travel", "ana", "s1", review6Events()...)
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+			sum, err := memories.NewSummary(summarizer.NewExtractive(), memories.WithStore(f.st), memories.WithMaxMessages(2), memories.WithBatchSize(2), memories.WithRetention(memories.KeepLast(2)))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sum.Close() })
+			stack, err := combined.New([]schema.Memory{sum})
+			require.NoError(t, err)
+			id := memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s1"}
+			lctx := memstack.WithIdentity(ctx, id)
+			for i := range 12 {
+				require.NoError(t, stack.SaveContext(lctx, map[string]any{"input": fmt.Sprintf("Question %d about kiwis?", i)}, map[string]any{"output": fmt.Sprintf("Answer %d about kiwis.", i)}))
+			}
+			require.NoError(t, sum.Flush(lctx))
+			before, _ := stored(t, f.st, "travel", "ana", "s1")
+			t.Logf("after retention: %d messages; first %v", len(before), before[0])
+			require.NotContains(t, fmt.Sprint(before), "Booked: the 9:00", "the retention removed the ADK prefix")
+
+			// The same session again, then a longer one.
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+			after, _ := stored(t, f.st, "travel", "ana", "s1")
+			assert.Equal(t, len(before), len(after), "the removed events are not stored again")
+			s = f.extend(t, s, adkText("e7", "user", adkDay.Add(2*time.Hour), "Cancel the kiwi order."))
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+			after, _ = stored(t, f.st, "travel", "ana", "s1")
+			assert.Equal(t, len(before)+1, len(after), "only the new event is stored")
+			got := search(t, f.mem, "travel", "ana", "kiwi order")
+			require.NotEmpty(t, got)
+			assert.Contains(t, entryText(got[0]), "Cancel the kiwi order.")
+			got = search(t, f.mem, "travel", "ana", "train Porto Friday")
+			for _, e := range got {
+				assert.NotContains(t, entryText(e), "Booked", "a removed turn is not found")
+			}
+		})
+	}
+}
+
+// TestADKReview6SearchMatchesLoadItems: Recall.Search over the ADK
+// conversation, with exchanges and WithExcludeRecent, offers what
+// LoadItems offers, on every backend (indexed ones too).
+func TestADKReview6SearchMatchesLoadItems(t *testing.T) {
+	for _, b := range adkBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := newADKFixture(t, b)
+			ctx := context.Background()
+			s := f.session(t, "travel", "ana", "s1", review6Events()...)
+			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+			rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithRecallUnit(memories.RecallExchanges), memories.WithExcludeRecent(1))
+			require.NoError(t, err)
+			lctx := memstack.WithIdentity(ctx, memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s1"})
+			ms, err := rec.Search(lctx, "weather in Porto")
+			require.NoError(t, err)
+			it, err := rec.LoadItems(lctx, map[string]any{"input": "weather in Porto"})
+			require.NoError(t, err)
+			require.Len(t, ms, len(it.List))
+			require.Len(t, ms, 1, "the recent exchange is excluded")
+			assert.Len(t, ms[0].Messages, 4, "the exchange holds the call with its result")
+			assert.Equal(t, fmt.Sprint(ms[0].Seq), it.List[0].ID)
 		})
 	}
 }
