@@ -263,5 +263,6 @@ func (m *Summary) StoreUses() []layer.StoreUse { return m.storeUses(0, SummarySt
 func (m *Facts) StoreUses() []layer.StoreUse { return m.storeUses(0, FactsStateName) }
 
 // StoreUses implements layer.StoreUser: Recall searches every message,
-// and keeps its index's bookkeeping in the state RecallStateName.
-func (m *Recall) StoreUses() []layer.StoreUse { return m.storeUses(0, RecallStateName) }
+// and keeps its index's bookkeeping in the state RecallStateName (or
+// WithRecallStateName's).
+func (m *Recall) StoreUses() []layer.StoreUse { return m.storeUses(0, m.stateName) }

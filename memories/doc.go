@@ -106,8 +106,8 @@
 // layer keeps what it derives — a summary, facts, an index — in a state
 // value of its own (SummaryStateName, FactsStateName, RecallStateName), so
 // two Summary, two Facts or two Recall layers need stores (or namespaces)
-// of their own (combined.New says so); two windows or two Buffers can
-// share one. Layers on different stores each keep their copy. A
+// of their own (combined.New says so) — or, for two Recalls,
+// WithRecallStateName; two windows or two Buffers can share one. Layers on different stores each keep their copy. A
 // langchaingo memory over store.AsHistory of the same store cannot share
 // it: it stores every exchange again and its windows remove messages
 // (combined.New refuses it).

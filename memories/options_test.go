@@ -260,6 +260,8 @@ func TestOptions_BadValuesAreErrorsEverywhere(t *testing.T) {
 			{"WithHybrid", memories.WithHybrid(nil, nil), []string{"WithHybrid"}},
 			{"WithVector's option", memories.WithVector(newRCEmbedder(), nil, retrieval.WithDimension(0)), []string{"WithVector", "WithDimension(0)"}},
 			{"WithRecallTimeout", memories.WithRecallTimeout(-time.Second), []string{"WithRecallTimeout(-1s)"}},
+			{"WithRecallStateName", memories.WithRecallStateName("bad\tname"), []string{"WithRecallStateName", "bad"}},
+			{"WithRecallStateName empty", memories.WithRecallStateName(""), []string{"WithRecallStateName(\"\")"}},
 			{"WithRecallHook", memories.WithRecallHook(nil), []string{"WithRecallHook(nil)"}},
 		}},
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/memstack/memstack/memories/internal/recallindex"
 	"github.com/memstack/memstack/retrieval"
 	"github.com/memstack/memstack/store"
+	"github.com/memstack/memstack/store/storekit"
 	"github.com/memstack/memstack/tokens"
 	"github.com/tmc/langchaingo/embeddings"
 	"github.com/tmc/langchaingo/llms"
@@ -382,6 +383,9 @@ type Recall struct {
 	queryDates bool
 	// scope is whose conversations a load searches.
 	scope RecallScope
+	// stateName names the store state of the durable index's bookkeeping
+	// (WithRecallStateName).
+	stateName string
 
 	counterOnce sync.Once
 	counter     tokens.Counter
@@ -615,6 +619,25 @@ func WithRecallTimeout(d time.Duration) RecallOption {
 	})
 }
 
+// WithRecallStateName sets the name of the store state in which a Recall
+// with a durable index keeps its bookkeeping (default RecallStateName):
+// two Recalls with vector indexes of their own over the same store and
+// conversations (a second stack, or an agent framework's memory service
+// beside a chain's memory) each need their own, or one takes the other's
+// progress for its own. combined.New refuses two layers of one stack
+// that keep state under the same name on one store. The name must be a
+// valid state name (storekit.CheckStateName: 1 to 200 bytes of printable
+// ASCII).
+func WithRecallStateName(name string) RecallOption {
+	return recallOpt(func(c *config) {
+		if err := storekit.CheckStateName(name); err != nil {
+			c.bad("WithRecallStateName(%q): %v", name, err)
+			return
+		}
+		c.recall.stateName = name
+	})
+}
+
 // WithRecallHook sets a function a Recall calls after each index operation
 // with what happened (see RecallEvent); failures of the embedder and the
 // vector store are reported there. It is called on the caller's goroutine,
@@ -698,6 +721,10 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		m.k, m.budgetK = s.k, s.k
 	}
 	m.dates, m.queryDates = !s.noDates, !s.noQueryDates
+	m.stateName = s.stateName
+	if m.stateName == "" {
+		m.stateName = RecallStateName
+	}
 	m.share = DefaultRecallNeighbourShare
 	if s.shareSet {
 		m.share = s.share
@@ -721,7 +748,7 @@ func NewRecall(opts ...RecallOption) (*Recall, error) {
 		Scope:     m.scope.engineScope(),
 		Timeout:   m.timeout,
 		CacheSize: m.cfg.cacheSize,
-		StateName: RecallStateName,
+		StateName: m.stateName,
 		Report:    m.report,
 		Append: func(ctx context.Context, id identity, msgs ...llms.ChatMessage) error {
 			_, err := m.appendQuiet(ctx, id, msgs...)

@@ -38,4 +38,6 @@ type recallSettings struct {
 	// scope is WithRecallScope's scope; scopeSet tells it was given.
 	scope    RecallScope
 	scopeSet bool
+	// stateName is WithRecallStateName's name ("" for RecallStateName).
+	stateName string
 }

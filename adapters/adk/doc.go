@@ -43,10 +43,16 @@
 // ADK's AppName is memstack's tenant, UserID the user, and the session ID
 // the conversation: the memory of session s of user u in app a is the
 // conversation memstack.Identity{Tenant: a, User: u, Conversation: s},
-// the one memstack's langchaingo memories would use for it, so a
-// memories.Recall, Summary or Facts on the same store reads it too. A
-// search covers every conversation of {a, u} and nothing of any other
-// user or app. The session itself lives under derived identities (a
+// the one memstack's langchaingo memories would use for it: on the same
+// store a memories.Recall and the windows (RecentN, TokenWindow, Buffer)
+// read it as it is, and a Summary or Facts takes its turns in at their
+// next save (they derive only on their own saves). The MemoryService
+// keeps its own Recall's bookkeeping under RecallStateName, so a chain's
+// memories.Recall with a vector index of its own can share the store.
+// Give no layer on that store a retention (memories.WithRetention): it
+// would remove turns SearchMemory searches. A search covers every
+// conversation of {a, u} and nothing of any other user or app. The
+// session itself lives under derived identities (a
 // leading NUL), which no memory layer indexes or shows: its record under
 // SessionIdentity(a, u, s), its events under {a, u,
 // EventsConversationPrefix + generation + ":" + s}, where the generation
@@ -85,10 +91,10 @@
 // the events, then the tombstone; a Delete that fails part-way is
 // finished by the next Delete or Create of the ID. An AppendEvent that
 // stored its event while the session was deleted removes it again (also
-// when its caller has gone) and returns ErrSessionNotFound. A store cannot write two state values
-// at once: a failure between them (Create's app and user state,
-// AppendEvent's event and deltas) returns an error that says what was
-// applied, and calling again finishes.
+// when its caller has gone) and returns ErrSessionNotFound. A store
+// cannot write two state values at once: a failure between them
+// (Create's app and user state, AppendEvent's event and deltas) returns
+// an error that says what was applied, and calling again finishes.
 //
 // Costs, in store calls (round trips on a network store): AppendEvent
 // four (read the record, claim it, store the event, check the session
@@ -117,9 +123,10 @@
 // store it once (as long as the store remembers save keys: SQLite,
 // PostgreSQL and in process while the message is stored, redisstore two
 // minutes; an add that failed after storing some messages and is retried
-// later than that on Redis may store those again). Adding the same session again, a longer version of it,
-// or a window of it (Get with NumRecentEvents) stores each event once, in
-// the order the adds first see them. A session deleted and created again
+// later than that on Redis may store those again). Adding the same
+// session again, a longer version of it, or a window of it (Get with
+// NumRecentEvents) stores each event once, in the order the adds first
+// see them. A session deleted and created again
 // under the same ID adds its new events; after a Clear of the
 // conversation the session is added again whole (and an add that a Clear
 // interrupts does not store twice what it stored after the Clear). An add

@@ -23,6 +23,12 @@ import (
 	"google.golang.org/adk/v2/session"
 )
 
+// RecallStateName is the store state in which the MemoryService's Recall
+// keeps a durable (vector) index's bookkeeping: its own, not
+// memories.RecallStateName, so a memories.Recall of a chain's stack with
+// a vector index of its own can share the store and conversations.
+const RecallStateName = "adk.recall"
+
 // addedStateName is the state value, on a session's conversation, in
 // which a MemoryService records what it has added of the session.
 const addedStateName = "adk.memory-added"
@@ -68,7 +74,8 @@ func NewMemoryService(st store.Store, opts ...Option) (*MemoryService, error) {
 	// The service's own options last: a store or scope among the caller's
 	// would split the data from ForgetUser's and ExportUser's, or show a
 	// user other users' turns.
-	ropts := append(slices.Clone(c.recallOpts), memories.WithStore(st), memories.WithRequireIdentity())
+	ropts := append(slices.Clone(c.recallOpts), memories.WithStore(st), memories.WithRequireIdentity(),
+		memories.WithRecallStateName(RecallStateName))
 	if _, ok := st.(store.Users); ok {
 		ropts = append(ropts, memories.WithRecallScope(memories.RecallScopeUser))
 	}

@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -45,13 +46,21 @@ func TestADKReview6VectorRecallBesideMemoryService(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			emb := wordEmbedder(t)
-			vsADK, err := retrieval.NewChromem(nil, "adk", emb)
-			require.NoError(t, err)
-			f := newADKFixture(t, b, adk.WithRecallOptions(memories.WithVector(emb, vsADK, retrieval.WithEmbedderName("words"))))
-			s := f.session(t, "travel", "ana", "s1", review6Events()...)
-			require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+			// Each case on a store of its own: two chain Recalls with
+			// vector indexes on one store need their own state names
+			// too (memories.WithRecallStateName), which is not what is
+			// tested here.
+			fixture := func(t *testing.T) adkFixture {
+				vsADK, err := retrieval.NewChromem(nil, "adk", emb)
+				require.NoError(t, err)
+				f := newADKFixture(t, b, adk.WithRecallOptions(memories.WithVector(emb, vsADK, retrieval.WithEmbedderName("words"))))
+				s := f.session(t, "travel", "ana", "s1", review6Events()...)
+				require.NoError(t, f.mem.AddSessionToMemory(ctx, s))
+				return f
+			}
 
 			t.Run("same embedder", func(t *testing.T) {
+				f := fixture(t)
 				vsLC, err := retrieval.NewChromem(nil, "lc", emb)
 				require.NoError(t, err)
 				rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithVector(emb, vsLC, retrieval.WithEmbedderName("words")), memories.WithMemoryKey("relevant"))
@@ -66,6 +75,7 @@ func TestADKReview6VectorRecallBesideMemoryService(t *testing.T) {
 				assert.NotEmpty(t, docs, "its own vector store holds the ADK turns")
 			})
 			t.Run("other embedder", func(t *testing.T) {
+				f := fixture(t)
 				rec, err := memories.NewRecall(memories.WithStore(f.st), memories.WithVector(emb, nil, retrieval.WithEmbedderName("other-model")))
 				require.NoError(t, err)
 				lctx := memstack.WithIdentity(ctx, memstack.Identity{Tenant: "travel", User: "ana", Conversation: "s2"})
@@ -108,13 +118,23 @@ func TestADKReview6Layers(t *testing.T) {
 			vars, err := stack.LoadMemoryVariables(lctx, map[string]any{"input": "weather in Porto?"})
 			require.NoError(t, err)
 			t.Logf("%v", vars)
-			assert.Contains(t, vars["facts"], "Ana", "Facts reads the ADK conversation (doc: a Facts on the same store reads it too)")
-			assert.NotContains(t, vars["summary"], "Human: My name is Ana", "a Summary with WithMaxMessages(2) shows at most its window raw")
-			// One save through the stack: do they catch up then?
+			// RecentN and Recall read the ADK turns as they are; Summary and
+			// Facts derive only on their own saves, so they take the ADK
+			// turns in at the next turn saved through them (the package doc
+			// now says so; the review found it claimed more).
+			assert.Contains(t, vars["recent"], "Booked: the 9:00 train to Porto on Friday.", "RecentN shows the ADK turns")
+			assert.Contains(t, vars["relevant"], "rainy", "Recall finds the ADK turns")
+			assert.NotContains(t, vars["facts"], "Ana", "Facts has not derived from the ADK turns yet")
+			// One save through the stack: they catch up then.
 			require.NoError(t, stack.SaveContext(lctx, map[string]any{"input": "Thanks."}, map[string]any{"output": "You are welcome."}))
 			require.NoError(t, sum.Flush(lctx))
 			vars, err = stack.LoadMemoryVariables(lctx, map[string]any{"input": "weather in Porto?"})
 			require.NoError(t, err)
+			assert.Contains(t, vars["facts"], "Ana", "Facts took the ADK turns in at the next save")
+			assert.NotContains(t, vars["summary"], "Human: My name is Ana", "Summary folded the ADK turns at the next save")
+			doc, err := os.ReadFile("../../adapters/adk/doc.go")
+			require.NoError(t, err)
+			assert.Contains(t, string(doc), "takes its turns in at their", "the package doc says when Summary and Facts see the ADK turns")
 			t.Logf("after a save: facts=%q summary=%q", vars["facts"], vars["summary"])
 		})
 	}
