@@ -310,7 +310,7 @@ func (m *MemoryService) AddSessionToMemory(ctx context.Context, s session.Sessio
 		// Events this call stored under an older generation (a Clear ran
 		// since) may be stored after the Clear: those the conversation
 		// holds are not stored again.
-		if stale := staleIn(todo, storedGen, done.Gen); stale {
+		if staleIn(todo, storedGen, done.Gen) {
 			if todo, err = m.notStored(ctx, id, todo, storedGen, done.Gen, &done); err != nil {
 				return fail("reading the conversation", err)
 			}

@@ -21,11 +21,11 @@ var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
 // checkValue returns an error naming the first part of v that would not
 // read back as it was given once stored as JSON (every store of memstack
-// keeps events and state as JSON, and ADK reads numbers back as float64):
-// a string that is not valid UTF-8 (JSON would replace its bad bytes with
-// U+FFFD without a word), an integer beyond ±2^53 (read back rounded), a
+// keeps events and state as JSON): a string that is not valid UTF-8 (JSON
+// would replace its bad bytes with U+FFFD without a word), a
 // json.RawMessage that is not UTF-8, or a value nested more than maxDepth
-// deep. It walks what encoding/json marshals: exported fields (also those
+// deep. Numbers are checkNumbers' part, on the JSON itself, whatever type
+// wrote them. It walks what encoding/json marshals: exported fields (also those
 // promoted from embedded structs), map keys and values, elements, and
 // what pointers and interfaces hold; a map, slice or pointer met twice
 // (shared, or a cycle, which json.Marshal refuses itself) is walked once.
@@ -63,14 +63,6 @@ func (w walker) walk(v reflect.Value, path string, depth int) error {
 	case reflect.String:
 		if !utf8.ValidString(v.String()) {
 			return fmt.Errorf("%s is not valid UTF-8", orValue(path))
-		}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n := v.Int(); n > maxExactInt || n < -maxExactInt {
-			return fmt.Errorf("%s is an integer beyond ±2^53, which JSON does not read back exactly (pass it as a string)", orValue(path))
-		}
-	case reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if v.Uint() > maxExactInt {
-			return fmt.Errorf("%s is an integer beyond 2^53, which JSON does not read back exactly (pass it as a string)", orValue(path))
 		}
 	case reflect.Pointer, reflect.Interface:
 		return w.walk(v.Elem(), path, depth+1)
